@@ -1,0 +1,315 @@
+package pgserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// AdminUser is the superuser initdb creates.
+const AdminUser = "finale"
+
+const (
+	readyTimeout = 60 * time.Second
+	stopGrace    = 10 * time.Second
+	runAsUser    = "postgres"
+)
+
+// Options tune Start. The zero value is ready to use.
+type Options struct {
+	// Log receives progress (an apt-get install). Nil discards it.
+	Log io.Writer
+	// NoInstall makes a missing PostgreSQL an error instead of an apt-get
+	// install.
+	NoInstall bool
+	// Settings are extra server settings (-c name=value).
+	Settings map[string]string
+}
+
+// Server is a running PostgreSQL.
+type Server struct {
+	// Host and Port are where it listens.
+	Host string
+	Port int
+	// Password is AdminUser's password.
+	Password string
+	// Version is the server's version string.
+	Version string
+
+	dir  string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	once sync.Once
+	err  error // Stop's result; guarded by once
+}
+
+// Start initializes and starts a fresh server.
+func Start(ctx context.Context, opts Options) (s *Server, err error) {
+	logw := opts.Log
+	if logw == nil {
+		logw = io.Discard
+	}
+	bin, err := binDir(ctx, logw, !opts.NoInstall)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "finale-postgres-")
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	s = &Server{Host: "127.0.0.1", dir: dir, log: filepath.Join(dir, "postgres.log")}
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+		}
+	}()
+	cred, err := credential()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("pgserver: %w", err)
+		}
+	}
+	if s.Password, err = randomPassword(); err != nil {
+		return nil, err
+	}
+	pwfile := filepath.Join(dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(s.Password+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(pwfile, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("pgserver: %w", err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"),
+		"-D", data, "-U", AdminUser, "--pwfile="+pwfile, "--auth=scram-sha-256",
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgserver: initdb: %w\n%s", err, out)
+	}
+	_ = os.Remove(pwfile)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: free port: %w", err)
+	}
+	s.Port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	settings := map[string]string{
+		"listen_addresses":        "127.0.0.1",
+		"port":                    strconv.Itoa(s.Port),
+		"unix_socket_directories": dir,
+		"fsync":                   "off",
+		"full_page_writes":        "off",
+		"synchronous_commit":      "off",
+		"max_connections":         "300",
+		"log_min_messages":        "warning",
+	}
+	for k, v := range opts.Settings {
+		settings[k] = v
+	}
+	args := []string{"-D", data}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	f, err := os.Create(s.log)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
+	s.cmd.Stdout, s.cmd.Stderr = f, f
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pgserver: start: %w", err)
+	}
+	s.done = make(chan struct{})
+	go func() {
+		_ = s.cmd.Wait()
+		f.Close()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DSN is the admin connection string, database postgres.
+func (s *Server) DSN() string { return s.DSNVia(s.Addr(), "postgres") }
+
+// DSNVia is the admin connection string through addr (a proxy in front of
+// the server, say) for database db.
+func (s *Server) DSNVia(addr, db string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(AdminUser, s.Password),
+		Host:     addr,
+		Path:     "/" + db,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// PID is the postmaster's process ID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Dir is the server's temporary directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Stop shuts the server down (fast shutdown, then SIGKILL) and removes its
+// directory. Safe to call more than once.
+func (s *Server) Stop() error {
+	s.once.Do(func() {
+		if s.cmd != nil && s.cmd.Process != nil {
+			// SIGINT is PostgreSQL's fast shutdown: it ends sessions.
+			_ = s.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-s.done:
+			case <-time.After(stopGrace):
+				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+				<-s.done
+			}
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		if err := os.RemoveAll(s.dir); err != nil {
+			s.err = fmt.Errorf("pgserver: remove %s: %w", s.dir, err)
+		}
+	})
+	return s.err
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(cctx, s.DSN())
+		if err == nil {
+			err = conn.QueryRow(cctx, "SHOW server_version").Scan(&s.Version)
+			conn.Close(cctx)
+		}
+		ccancel()
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		select {
+		case <-s.done:
+			return fmt.Errorf("pgserver: postgres exited before it was ready; log:\n%s", tail(s.log))
+		case <-ctx.Done():
+			return fmt.Errorf("pgserver: not ready within %s: %w; log:\n%s", readyTimeout, lastErr, tail(s.log))
+		case <-tick.C:
+		}
+	}
+}
+
+// binDir finds the newest /usr/lib/postgresql/N/bin, installing the package
+// when allowed and nothing is there.
+func binDir(ctx context.Context, log io.Writer, install bool) (string, error) {
+	if d := newestBinDir(); d != "" {
+		return d, nil
+	}
+	if !install {
+		return "", errors.New("pgserver: no PostgreSQL under /usr/lib/postgresql; install Debian's postgresql package (apt-get install -y postgresql)")
+	}
+	if os.Geteuid() != 0 {
+		return "", errors.New("pgserver: no PostgreSQL under /usr/lib/postgresql and not root, so not installing; run: sudo apt-get install -y postgresql")
+	}
+	fmt.Fprintln(log, "pgserver: PostgreSQL not found; running apt-get update && apt-get install -y postgresql")
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "postgresql"}} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("pgserver: apt-get %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	if d := newestBinDir(); d != "" {
+		return d, nil
+	}
+	return "", errors.New("pgserver: apt-get installed postgresql but no /usr/lib/postgresql/N/bin/postgres appeared")
+}
+
+func newestBinDir() string {
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	best, bestV := "", -1
+	for _, m := range matches {
+		v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(m))))
+		if err == nil && v > bestV {
+			best, bestV = filepath.Dir(m), v
+		}
+	}
+	return best
+}
+
+// credential is the postgres user's when running as root, else nil (run as
+// ourselves).
+func credential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup(runAsUser)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: running as root needs the %q user (Debian's postgresql package creates it): %w", runAsUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func randomPassword() (string, error) {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("pgserver: %w", err)
+	}
+	return fmt.Sprintf("%x", b), nil
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(string(bytes.TrimRight(b, "\n")), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return strings.Join(lines, "\n")
+}
