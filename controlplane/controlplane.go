@@ -36,7 +36,10 @@ const AdminUser = "finale-admin"
 
 const (
 	readyTimeout = 90 * time.Second
-	stopGrace    = 10 * time.Second
+	// stopGrace is short on purpose: the state is thrown away, and
+	// kube-apiserver's graceful shutdown alone takes about 4 s, which every
+	// test that runs its own control plane would pay.
+	stopGrace = time.Second
 	logTailLines = 30
 )
 
