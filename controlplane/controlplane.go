@@ -39,7 +39,7 @@ const (
 	// stopGrace is short on purpose: the state is thrown away, and
 	// kube-apiserver's graceful shutdown alone takes about 4 s, which every
 	// test that runs its own control plane would pay.
-	stopGrace = time.Second
+	stopGrace    = time.Second
 	logTailLines = 30
 )
 
@@ -67,8 +67,8 @@ type ControlPlane struct {
 
 	dir string
 
-	mu    sync.Mutex // guards procs and stopped
-	procs []*process
+	mu      sync.Mutex // guards procs and stopped
+	procs   []*process
 	stopped bool
 }
 

@@ -235,6 +235,3 @@ func TestStartFailureReturnsLogTail(t *testing.T) {
 		t.Fatalf("error does not name the failing process and its log:\n%s", got)
 	}
 }
-
-
-
