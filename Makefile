@@ -7,7 +7,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube vet bench
+.PHONY: demo test deps postgres kube vet lint bench
 
 demo: deps
 	@echo "== building and running the demo"
@@ -40,6 +40,10 @@ kube:
 vet:
 	$(GO) vet ./...
 	cd tools/kube && $(GO) vet ./...
+
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+lint:
+	$(GOLANGCI_LINT) run ./...
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=3x ./controlplane/
