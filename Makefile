@@ -7,7 +7,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube vet lint bench
+.PHONY: demo test deps postgres kube controller-gen vet lint bench
 
 demo: deps
 	@echo "== building and running the demo"
@@ -19,7 +19,13 @@ test: deps
 	@echo "== go test -race: module tools/kube"
 	cd tools/kube && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
-deps: postgres kube
+deps: postgres kube controller-gen
+
+# controller-gen is fetched and built once into the Go caches here, so the
+# CRD drift test can run it offline (its network stays on loopback).
+controller-gen:
+	@echo "== controller-gen $(CONTROLLER_GEN_VERSION) (Go module cache)"
+	@$(CONTROLLER_GEN) --version
 
 # Debian's postgresql package provides initdb and postgres under
 # /usr/lib/postgresql/N/bin; pgserver starts a throwaway server from them.
@@ -47,3 +53,26 @@ lint:
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=3x ./controlplane/
+
+# generate: the reference operator's deepcopy code and CRDs, from the
+# kubebuilder markers in examples/postgres/api, with a pinned controller-gen
+# (the same one examples/postgres/config/crd's drift test runs; running
+# generate once also puts it in the module cache that test reads offline).
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+GENERATED     := examples/postgres/api examples/postgres/config/crd
+
+.PHONY: generate verify-generate
+
+generate:
+	@echo "== controller-gen: examples/postgres deepcopy and CRDs"
+	$(CONTROLLER_GEN) object paths=./examples/postgres/api/... crd:crdVersions=v1 output:crd:dir=./examples/postgres/config/crd
+
+# verify-generate fails when the committed generated files differ from what
+# generate makes (changed or new files).
+verify-generate: generate
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		echo "generated files drifted; run make generate and commit:"; \
+		git status --porcelain -- $(GENERATED); git --no-pager diff -- $(GENERATED); exit 1; \
+	fi
+	@echo "== generated files are up to date"

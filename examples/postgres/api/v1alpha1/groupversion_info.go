@@ -1,0 +1,23 @@
+// +kubebuilder:object:generate=true
+// +groupName=postgres.finale.dev
+
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+// Group is the API group of the reference operator's kinds.
+const Group = "postgres.finale.dev"
+
+var (
+	// GroupVersion is the group and version of the kinds in this package.
+	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1alpha1"}
+
+	// SchemeBuilder registers Server, Role and Database with a scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds in this package to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

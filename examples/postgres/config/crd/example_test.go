@@ -1,0 +1,23 @@
+package crd_test
+
+import (
+	"fmt"
+
+	"github.com/finale-dev/finale/examples/postgres/config/crd"
+)
+
+// The generated definitions, ready for controlplane.InstallCRDs or a client's
+// Create.
+func ExampleCRDs() {
+	crds, err := crd.CRDs()
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range crds {
+		fmt.Println(c.Name, c.Spec.Scope)
+	}
+	// Output:
+	// databases.postgres.finale.dev Namespaced
+	// roles.postgres.finale.dev Namespaced
+	// servers.postgres.finale.dev Namespaced
+}
