@@ -1,0 +1,285 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Names and labels of record ConfigMaps.
+const (
+	// NamePrefix starts every record ConfigMap's name; the owner UID follows.
+	NamePrefix = "finale-cleanup-"
+	// LabelRecord marks record ConfigMaps (value LabelRecordValue); List
+	// selects on it.
+	LabelRecord      = "finale.dev/cleanup-record"
+	LabelRecordValue = "v1"
+	// LabelKind holds the owner's lower-case kind.
+	LabelKind = "finale.dev/kind"
+	// LabelDeployment holds DeploymentLabel(deployment).
+	LabelDeployment = "finale.dev/deployment"
+	// NamespaceEnv names the environment variable that gives the default
+	// namespace (the operator's own, through the downward API).
+	NamespaceEnv = "POD_NAMESPACE"
+)
+
+// Data keys of a record ConfigMap. One key per field keeps records readable
+// with kubectl for the admin who has to clean up by hand.
+const (
+	keySchema       = "schemaVersion"
+	keyAPIVersion   = "ownerAPIVersion"
+	keyKind         = "ownerKind"
+	keyNamespace    = "ownerNamespace"
+	keyName         = "ownerName"
+	keyUID          = "ownerUID"
+	keyDeployment   = "deployment"
+	keyProof        = "deploymentProof"
+	keyTag          = "tag"
+	keyExternalIDs  = "externalIDs"
+	keyCreatedAt    = "createdAt"
+	keyLastAttempt  = "lastCreateAttempt"
+	timeLayout      = time.RFC3339Nano
+	maxLabelValue   = 63
+	deploymentLabel = "d-"
+)
+
+// DeploymentLabel is the label value for deployment: a hash, because
+// deployment identifiers need not be valid label values.
+func DeploymentLabel(deployment string) string {
+	sum := sha256.Sum256([]byte(deployment))
+	return deploymentLabel + hex.EncodeToString(sum[:])[:40]
+}
+
+// ConfigMapName is the name of the record ConfigMap for uid.
+func ConfigMapName(uid types.UID) string { return NamePrefix + string(uid) }
+
+// ConfigMapClient is what ConfigMapStore needs: reads for Get and List (use
+// an uncached reader, such as the manager's APIReader, so that List can page
+// and Get sees the latest version) and writes.
+type ConfigMapClient interface {
+	client.Reader
+	client.Writer
+}
+
+// ReadWriter joins a reader and a writer into a ConfigMapClient, for example
+// ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}: the
+// manager's default client reads from the cache, which cannot page and would
+// watch every ConfigMap in the cluster.
+type ReadWriter struct {
+	client.Reader
+	client.Writer
+}
+
+// ConfigMapStore keeps one ConfigMap per record in one namespace.
+type ConfigMapStore struct {
+	c         ConfigMapClient
+	namespace string
+}
+
+var _ Store = (*ConfigMapStore)(nil)
+
+// NewConfigMapStore returns a store in namespace; "" means the value of
+// $POD_NAMESPACE, and it is an error when that is empty too, because records
+// must never land in an owner's namespace by accident.
+func NewConfigMapStore(c ConfigMapClient, namespace string) (*ConfigMapStore, error) {
+	if c == nil {
+		return nil, errors.New("ledger: NewConfigMapStore: nil client")
+	}
+	if namespace == "" {
+		namespace = os.Getenv(NamespaceEnv)
+	}
+	if namespace == "" {
+		return nil, fmt.Errorf("ledger: no namespace for cleanup records: pass the operator's namespace or set $%s (downward API fieldRef metadata.namespace)", NamespaceEnv)
+	}
+	return &ConfigMapStore{c: c, namespace: namespace}, nil
+}
+
+// Namespace is where the records live.
+func (s *ConfigMapStore) Namespace() string { return s.namespace }
+
+// Get implements Store.
+func (s *ConfigMapStore) Get(ctx context.Context, uid types.UID) (*Record, error) {
+	var cm corev1.ConfigMap
+	key := client.ObjectKey{Namespace: s.namespace, Name: ConfigMapName(uid)}
+	if err := s.c.Get(ctx, key, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w for uid %s: %w", ErrNotFound, uid, err)
+		}
+		return nil, fmt.Errorf("ledger: get record %s: %w", key, err)
+	}
+	r, err := decode(&cm)
+	if err != nil {
+		return nil, err
+	}
+	if r.Owner.UID != uid {
+		return nil, fmt.Errorf("%w: %s/%s holds owner uid %q", ErrInvalidRecord, cm.Namespace, cm.Name, r.Owner.UID)
+	}
+	return r, nil
+}
+
+// Put implements Store.
+func (s *ConfigMapStore) Put(ctx context.Context, r *Record) error {
+	if err := r.Check(); err != nil {
+		return fmt.Errorf("ledger: refusing to store: %w", err)
+	}
+	cm := s.encode(r)
+	if r.Version == "" {
+		if err := s.c.Create(ctx, cm); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("%w: %s/%s exists: %w", ErrConflict, cm.Namespace, cm.Name, err)
+			}
+			return fmt.Errorf("ledger: create record %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+	} else {
+		cm.ResourceVersion = r.Version
+		if err := s.c.Update(ctx, cm); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: %s/%s: %w", ErrConflict, cm.Namespace, cm.Name, err)
+			}
+			return fmt.Errorf("ledger: update record %s/%s: %w", cm.Namespace, cm.Name, err)
+		}
+	}
+	r.Version = cm.ResourceVersion
+	r.Source = reference(cm)
+	return nil
+}
+
+// Delete implements Store.
+func (s *ConfigMapStore) Delete(ctx context.Context, r *Record) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: ConfigMapName(r.Owner.UID)}}
+	opts := []client.DeleteOption{}
+	if r.Version != "" {
+		opts = append(opts, client.Preconditions{ResourceVersion: &r.Version})
+	}
+	if err := s.c.Delete(ctx, cm, opts...); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %s/%s: %w", ErrConflict, cm.Namespace, cm.Name, err)
+		}
+		return fmt.Errorf("ledger: delete record %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// List implements Store. It selects on LabelRecord, so a ConfigMap that lost
+// the label is not seen; one that carries it but does not decode is returned
+// in Page.Invalid.
+func (s *ConfigMapStore) List(ctx context.Context, limit int64, cont string) (Page, error) {
+	var l corev1.ConfigMapList
+	err := s.c.List(ctx, &l, client.InNamespace(s.namespace), client.MatchingLabels{LabelRecord: LabelRecordValue},
+		client.Limit(limit), client.Continue(cont))
+	if err != nil {
+		return Page{}, fmt.Errorf("ledger: list records in %s: %w", s.namespace, err)
+	}
+	p := Page{Continue: l.Continue, Records: make([]*Record, 0, len(l.Items))}
+	for i := range l.Items {
+		cm := &l.Items[i]
+		r, err := decode(cm)
+		if err == nil && ConfigMapName(r.Owner.UID) != cm.Name {
+			err = fmt.Errorf("%w: %s/%s holds owner uid %q", ErrInvalidRecord, cm.Namespace, cm.Name, r.Owner.UID)
+		}
+		if err != nil {
+			p.Invalid = append(p.Invalid, Invalid{Record: r, Err: err})
+			continue
+		}
+		p.Records = append(p.Records, r)
+	}
+	return p, nil
+}
+
+func (s *ConfigMapStore) encode(r *Record) *corev1.ConfigMap {
+	ids, _ := json.Marshal(r.ExternalIDs) // a []string always marshals
+	if r.ExternalIDs == nil {
+		ids = []byte("[]")
+	}
+	kind := strings.ToLower(r.Owner.Kind)
+	if len(kind) > maxLabelValue {
+		kind = kind[:maxLabelValue]
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.namespace,
+			Name:      ConfigMapName(r.Owner.UID),
+			Labels: map[string]string{
+				LabelRecord:                    LabelRecordValue,
+				LabelKind:                      kind,
+				LabelDeployment:                DeploymentLabel(r.Deployment),
+				"app.kubernetes.io/managed-by": "finale",
+			},
+		},
+		Data: map[string]string{
+			keySchema:      strconv.Itoa(r.Schema),
+			keyAPIVersion:  r.Owner.APIVersion,
+			keyKind:        r.Owner.Kind,
+			keyNamespace:   r.Owner.Namespace,
+			keyName:        r.Owner.Name,
+			keyUID:         string(r.Owner.UID),
+			keyDeployment:  r.Deployment,
+			keyProof:       r.Proof,
+			keyTag:         r.Tag,
+			keyExternalIDs: string(ids),
+			keyCreatedAt:   r.CreatedAt.UTC().Format(timeLayout),
+			keyLastAttempt: r.LastCreateAttempt.UTC().Format(timeLayout),
+		},
+	}
+}
+
+// decode returns what it could read even on error, so that a report about an
+// invalid record can still name its owner.
+func decode(cm *corev1.ConfigMap) (*Record, error) {
+	d := cm.Data
+	r := &Record{
+		Owner: Owner{
+			APIVersion: d[keyAPIVersion], Kind: d[keyKind], Namespace: d[keyNamespace],
+			Name: d[keyName], UID: types.UID(d[keyUID]),
+		},
+		Deployment: d[keyDeployment],
+		Proof:      d[keyProof],
+		Tag:        d[keyTag],
+		Version:    cm.ResourceVersion,
+		Source:     reference(cm),
+	}
+	var errs []error
+	var err error
+	if r.Schema, err = strconv.Atoi(d[keySchema]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keySchema, err))
+	}
+	if err := json.Unmarshal([]byte(d[keyExternalIDs]), &r.ExternalIDs); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyExternalIDs, err))
+	}
+	if r.CreatedAt, err = time.Parse(timeLayout, d[keyCreatedAt]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyCreatedAt, err))
+	}
+	if r.LastCreateAttempt, err = time.Parse(timeLayout, d[keyLastAttempt]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyLastAttempt, err))
+	}
+	if len(errs) > 0 {
+		return r, fmt.Errorf("%w: %s/%s does not decode: %w", ErrInvalidRecord, cm.Namespace, cm.Name, errors.Join(errs...))
+	}
+	if err := r.Check(); err != nil {
+		return r, fmt.Errorf("%s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return r, nil
+}
+
+func reference(cm *corev1.ConfigMap) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: "v1", Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name,
+		UID: cm.UID, ResourceVersion: cm.ResourceVersion,
+	}
+}

@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Errors callers can test with errors.Is.
+var (
+	// ErrNotFound: there is no record for the owner UID.
+	ErrNotFound = errors.New("ledger: no cleanup record")
+	// ErrConflict: the record changed since it was read; read it again.
+	ErrConflict = errors.New("ledger: cleanup record changed concurrently")
+	// ErrInvalidRecord: a stored record does not decode or is inconsistent.
+	// Such a record is never acted on and never deleted by this package.
+	ErrInvalidRecord = errors.New("ledger: invalid cleanup record")
+	// ErrInvalidOwner: the Owner passed in lacks a field.
+	ErrInvalidOwner = errors.New("ledger: invalid owner")
+	// ErrInvalidIdentity: a connection reported an unusable identity.
+	ErrInvalidIdentity = errors.New("ledger: invalid deployment identity")
+	// ErrNotProven: the connection is not, or could not prove it is, the
+	// record's deployment. Nothing was created or removed.
+	ErrNotProven = errors.New("ledger: connection does not prove the record's deployment")
+	// ErrRecordWrite: the write-ahead record could not be written, so the
+	// create was not called.
+	ErrRecordWrite = errors.New("ledger: cleanup record not written, create not attempted")
+)
+
+// Store keeps records. Implementations must make Put and Delete conditional
+// on Record.Version so that two writers never silently overwrite each other.
+type Store interface {
+	// Get returns the record for uid: ErrNotFound when there is none, an
+	// error wrapping ErrInvalidRecord when it does not decode.
+	Get(ctx context.Context, uid types.UID) (*Record, error)
+	// Put creates the record when r.Version is empty, and otherwise updates
+	// it only if it is still at r.Version (else ErrConflict). It sets
+	// r.Version to the new version.
+	Put(ctx context.Context, r *Record) error
+	// Delete removes the record only if it is still at r.Version (else
+	// ErrConflict). A record already gone is not an error.
+	Delete(ctx context.Context, r *Record) error
+	// List returns one page of at most limit records, starting at the
+	// continuation token cont ("" for the first page).
+	List(ctx context.Context, limit int64, cont string) (Page, error)
+}
+
+// Page is one page of stored records.
+type Page struct {
+	Records []*Record
+	// Invalid are stored entries that do not decode or fail Record.Check.
+	Invalid []Invalid
+	// Continue is the token for the next page; "" after the last.
+	Continue string
+}
+
+// Invalid is a stored entry that is not a usable record.
+type Invalid struct {
+	// Record holds whatever did decode (possibly little more than Source).
+	Record *Record
+	Err    error
+}
