@@ -1,0 +1,489 @@
+package clientpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/finale-dev/finale/errclass"
+)
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("clientpool: pool is closed")
+
+// Eviction reasons that are not error classes, for the evictions metric.
+const (
+	ReasonMaxAge  = "MaxAge"
+	ReasonIdle    = "IdleTimeout"
+	ReasonManual  = "Evict"
+	ReasonClosing = "PoolClosed"
+	ReasonReplace = "Replaced"
+)
+
+// DefaultDialTimeout bounds a dial when Options.DialTimeout is zero. The
+// dial is shared by every caller waiting on the key, so it cannot use any
+// one caller's deadline.
+const DefaultDialTimeout = 30 * time.Second
+
+// Dialer makes a client for a key.
+type Dialer[K comparable, C any] interface {
+	Dial(ctx context.Context, key K) (C, error)
+}
+
+// DialFn adapts a function to Dialer.
+type DialFn[K comparable, C any] func(ctx context.Context, key K) (C, error)
+
+// Dial calls f.
+func (f DialFn[K, C]) Dial(ctx context.Context, key K) (C, error) { return f(ctx, key) }
+
+// Closer releases a client the pool no longer holds.
+type Closer[C any] interface {
+	Close(c C) error
+}
+
+// CloseFn adapts a function to Closer.
+type CloseFn[C any] func(c C) error
+
+// Close calls f.
+func (f CloseFn[C]) Close(c C) error { return f(c) }
+
+// Policy decides whether a call's error means the client is broken and must
+// be dropped. It sees the class the pool's classifier gave the error and the
+// error itself.
+type Policy interface {
+	Evict(class errclass.Class, err error) bool
+}
+
+// PolicyFn adapts a function to Policy.
+type PolicyFn func(class errclass.Class, err error) bool
+
+// Evict calls f.
+func (f PolicyFn) Evict(class errclass.Class, err error) bool { return f(class, err) }
+
+// EvictOn is the Policy that evicts on exactly the given classes.
+func EvictOn(classes ...errclass.Class) Policy {
+	set := make(map[errclass.Class]bool, len(classes))
+	for _, c := range classes {
+		set[c] = true
+	}
+	return PolicyFn(func(c errclass.Class, _ error) bool { return set[c] })
+}
+
+// DefaultPolicy evicts on Transport and Auth only: a connection that does not
+// answer, or credentials the server rejects. NotFound, Conflict, Invalid,
+// Throttled and Canceled are answers from a working client (or the caller
+// giving up) and never evict; churning clients on throttling makes it worse.
+var DefaultPolicy = EvictOn(errclass.Transport, errclass.Auth)
+
+// NeverEvict keeps every client whatever its calls return: the behaviour of
+// the upstream pool before the seed incident's fix. For tests and
+// comparisons; do not use it in production.
+var NeverEvict Policy = PolicyFn(func(errclass.Class, error) bool { return false })
+
+// Options configure a Pool. Dial is required.
+type Options[K comparable, C any] struct {
+	// Name labels the pool's metrics, so several pools coexist. Default
+	// "default".
+	Name string
+	// Dial makes a client for a key. Required.
+	Dial Dialer[K, C]
+	// Close releases a client; nil means clients need no closing.
+	Close Closer[C]
+	// Policy decides eviction; nil is DefaultPolicy.
+	Policy Policy
+	// Classifier classifies call errors; nil is errclass.Default.
+	Classifier *errclass.Classifier
+	// Clock drives MaxAge and IdleTimeout; nil is the real clock.
+	Clock clock.PassiveClock
+	// MaxAge, when positive, retires a client that old at its next use, so
+	// a slowly rotting connection is replaced even if it never fails.
+	MaxAge time.Duration
+	// IdleTimeout, when positive, retires a client unused that long.
+	IdleTimeout time.Duration
+	// CallTimeout, when positive, bounds each fn passed to Do. When it
+	// fires while the caller's context is live the error classifies as
+	// Transport and (by DefaultPolicy) evicts: this is what turns the seed
+	// incident's silent connection into a recovery.
+	CallTimeout time.Duration
+	// DialTimeout bounds a dial; zero is DefaultDialTimeout.
+	DialTimeout time.Duration
+}
+
+// Pool caches clients by connection identity K and is the call site API for
+// them: every use goes through Do, so every error is classified and the
+// eviction policy applies everywhere, not only where someone remembered it.
+//
+// K must identify everything a client is bound to at dial time (endpoint,
+// namespace, auth mode, the name of the credential Secret), and nothing
+// secret: keys appear in error messages.
+type Pool[K comparable, C any] struct {
+	name        string
+	dial        Dialer[K, C]
+	closer      Closer[C]
+	policy      Policy
+	classifier  *errclass.Classifier
+	clock       clock.PassiveClock
+	maxAge      time.Duration
+	idle        time.Duration
+	callTimeout time.Duration
+	dialTimeout time.Duration
+	sweepEvery  time.Duration
+	m           metrics
+
+	mu sync.Mutex
+	// entries holds the live client per key; guarded by mu.
+	entries map[K]*entry[C]
+	// flights holds the dial in progress per key; guarded by mu.
+	flights map[K]*flight[C]
+	// closed is set by Close; guarded by mu.
+	closed bool
+	// lastSweep is when expired entries were last looked for; guarded by mu.
+	lastSweep time.Time
+}
+
+// entry is one cached client. Every field but client and born is guarded by
+// the pool's mu.
+type entry[C any] struct {
+	client   C
+	born     time.Time
+	lastUsed time.Time
+	// refs counts calls running with this client.
+	refs int
+	// retired is set when the entry leaves the map; the client is closed
+	// when refs drops to zero after that, exactly once.
+	retired bool
+}
+
+// flight is one dial shared by every caller of the key that arrives while it
+// runs. e and err are written before done is closed.
+type flight[C any] struct {
+	done chan struct{}
+	e    *entry[C]
+	err  error
+}
+
+// New returns a pool. It fails when Dial is missing or a duration is
+// negative.
+func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
+	if o.Dial == nil {
+		return nil, errors.New("clientpool: Options.Dial is required")
+	}
+	for what, d := range map[string]time.Duration{"MaxAge": o.MaxAge, "IdleTimeout": o.IdleTimeout, "CallTimeout": o.CallTimeout, "DialTimeout": o.DialTimeout} {
+		if d < 0 {
+			return nil, fmt.Errorf("clientpool: Options.%s is %v; use a positive duration, or 0 to turn it off", what, d)
+		}
+	}
+	p := &Pool[K, C]{
+		name:        o.Name,
+		dial:        o.Dial,
+		closer:      o.Close,
+		policy:      o.Policy,
+		classifier:  o.Classifier,
+		clock:       o.Clock,
+		maxAge:      o.MaxAge,
+		idle:        o.IdleTimeout,
+		callTimeout: o.CallTimeout,
+		dialTimeout: o.DialTimeout,
+		entries:     map[K]*entry[C]{},
+		flights:     map[K]*flight[C]{},
+	}
+	if p.name == "" {
+		p.name = "default"
+	}
+	if p.policy == nil {
+		p.policy = DefaultPolicy
+	}
+	if p.classifier == nil {
+		p.classifier = errclass.Default
+	}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
+	if p.dialTimeout == 0 {
+		p.dialTimeout = DefaultDialTimeout
+	}
+	switch {
+	case p.maxAge > 0 && p.idle > 0:
+		p.sweepEvery = min(p.maxAge, p.idle) / 2
+	case p.maxAge > 0:
+		p.sweepEvery = p.maxAge / 2
+	case p.idle > 0:
+		p.sweepEvery = p.idle / 2
+	}
+	p.m = newMetrics(p.name)
+	p.lastSweep = p.clock.Now()
+	return p, nil
+}
+
+// Do runs fn with the client for key, dialling it if needed, then
+// classifies fn's error with the caller's ctx and evicts the client when the
+// policy says so. fn's error is returned unchanged; a dial error is wrapped
+// with the pool name and key.
+//
+// fn must not keep c after it returns: once evicted, c is closed as soon as
+// the last call using it returns.
+func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context, c C) error) error {
+	e, err := p.acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	callCtx := ctx
+	if p.callTimeout > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, p.callTimeout)
+		defer cancel()
+	}
+	// Released even if fn panics, so a panicking call cannot pin a client.
+	defer p.release(e)
+	err = fn(callCtx, e.client)
+	if err == nil {
+		p.m.callsOK.Inc()
+		return nil
+	}
+	class := p.classifier.Classify(ctx, err)
+	p.m.call(class)
+	if p.policy.Evict(class, err) {
+		p.retire(key, e, string(class))
+	}
+	return err
+}
+
+// Evict drops key's client now (closing it once its calls return) and
+// reports whether there was one. The next Do dials afresh.
+func (p *Pool[K, C]) Evict(key K) bool {
+	p.mu.Lock()
+	e, ok := p.entries[key]
+	p.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return p.retire(key, e, ReasonManual)
+}
+
+// Len is the number of cached clients.
+func (p *Pool[K, C]) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.entries)
+}
+
+// Sweep retires every client past MaxAge or IdleTimeout and returns how
+// many. Do sweeps by itself every half of the shorter of the two; call
+// Sweep from a ticker when keys can go unused for long.
+func (p *Pool[K, C]) Sweep() int {
+	p.mu.Lock()
+	closing := p.sweepLocked(p.clock.Now())
+	p.mu.Unlock()
+	p.closeAll(closing)
+	return len(closing)
+}
+
+// Close retires every client and makes Do return ErrClosed. Idle clients are
+// closed before it returns (their close errors joined); clients in use are
+// closed when their calls return; dials in flight are closed when they
+// finish.
+func (p *Pool[K, C]) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	var closing []*entry[C]
+	for k, e := range p.entries {
+		if p.retireLocked(k, e, ReasonClosing) {
+			closing = append(closing, e)
+		}
+	}
+	p.mu.Unlock()
+	return p.closeAll(closing)
+}
+
+func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		// The clock is read only when time decides something: it is on
+		// every call's path.
+		var now time.Time
+		var closing []*entry[C]
+		if p.sweepEvery > 0 {
+			now = p.clock.Now()
+			if now.Sub(p.lastSweep) >= p.sweepEvery {
+				closing = p.sweepLocked(now)
+			}
+		}
+		if e, ok := p.entries[key]; ok {
+			if reason := p.expired(e, now); reason != "" {
+				if p.retireLocked(key, e, reason) {
+					closing = append(closing, e)
+				}
+			} else {
+				e.refs++
+				e.lastUsed = now
+				p.mu.Unlock()
+				p.closeAll(closing)
+				return e, nil
+			}
+		}
+		f, ok := p.flights[key]
+		if !ok {
+			f = &flight[C]{done: make(chan struct{})}
+			p.flights[key] = f
+			go p.runFlight(ctx, key, f)
+		}
+		p.mu.Unlock()
+		p.closeAll(closing)
+
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("clientpool %s: waiting for dial of %v: %w", p.name, key, ctx.Err())
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		p.mu.Lock()
+		if !f.e.retired {
+			f.e.refs++
+			f.e.lastUsed = p.clock.Now()
+			p.mu.Unlock()
+			return f.e, nil
+		}
+		// Evicted between the dial and this caller: go round and dial again.
+		p.mu.Unlock()
+	}
+}
+
+// runFlight dials once for every caller waiting on key. It runs detached
+// from the caller that started it (values kept, cancellation dropped) so
+// that one caller giving up does not fail the others; DialTimeout bounds it.
+func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C]) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.dialTimeout)
+	defer cancel()
+	c, err := p.dial.Dial(dctx, key)
+
+	p.mu.Lock()
+	delete(p.flights, key)
+	switch {
+	case err != nil:
+		p.m.dialErrors.Inc()
+		f.err = fmt.Errorf("clientpool %s: dial %v: %w", p.name, key, err)
+		p.mu.Unlock()
+	case p.closed:
+		p.m.dialOKs.Inc()
+		f.err = ErrClosed
+		p.mu.Unlock()
+		p.closeClient(c)
+	default:
+		p.m.dialOKs.Inc()
+		now := p.clock.Now()
+		f.e = &entry[C]{client: c, born: now, lastUsed: now}
+		var replaced *entry[C]
+		if old, ok := p.entries[key]; ok && p.retireLocked(key, old, ReasonReplace) {
+			// Flights are exclusive per key, so Do never gets here; the
+			// branch exists so that no path can overwrite a client unclosed.
+			replaced = old
+		}
+		p.entries[key] = f.e
+		p.m.clients.Inc()
+		p.mu.Unlock()
+		if replaced != nil {
+			p.closeClient(replaced.client)
+		}
+	}
+	close(f.done)
+}
+
+func (p *Pool[K, C]) expired(e *entry[C], now time.Time) string {
+	switch {
+	case p.maxAge > 0 && now.Sub(e.born) >= p.maxAge:
+		return ReasonMaxAge
+	case p.idle > 0 && e.refs == 0 && now.Sub(e.lastUsed) >= p.idle:
+		return ReasonIdle
+	}
+	return ""
+}
+
+// sweepLocked retires expired entries and returns those to close now.
+func (p *Pool[K, C]) sweepLocked(now time.Time) []*entry[C] {
+	p.lastSweep = now
+	var closing []*entry[C]
+	for k, e := range p.entries {
+		if reason := p.expired(e, now); reason != "" && p.retireLocked(k, e, reason) {
+			closing = append(closing, e)
+		}
+	}
+	return closing
+}
+
+// retire removes e if it is still key's client, closing it now if unused.
+// It reports whether e was still current (a concurrent caller may already
+// have replaced it; that caller's verdict stands).
+func (p *Pool[K, C]) retire(key K, e *entry[C], reason string) bool {
+	p.mu.Lock()
+	if p.entries[key] != e {
+		p.mu.Unlock()
+		return false
+	}
+	closeNow := p.retireLocked(key, e, reason)
+	p.mu.Unlock()
+	if closeNow {
+		p.closeClient(e.client)
+	}
+	return true
+}
+
+// retireLocked takes e out of the map and reports whether the caller must
+// close it now (no call is using it). Otherwise the last release closes it.
+func (p *Pool[K, C]) retireLocked(key K, e *entry[C], reason string) bool {
+	if e.retired {
+		return false
+	}
+	e.retired = true
+	if p.entries[key] == e {
+		delete(p.entries, key)
+	}
+	p.m.clients.Dec()
+	p.m.evictions.WithLabelValues(p.name, reason).Inc()
+	return e.refs == 0
+}
+
+func (p *Pool[K, C]) release(e *entry[C]) {
+	p.mu.Lock()
+	e.refs--
+	closeNow := e.retired && e.refs == 0
+	p.mu.Unlock()
+	if closeNow {
+		p.closeClient(e.client)
+	}
+}
+
+func (p *Pool[K, C]) closeAll(es []*entry[C]) error {
+	var errs []error
+	for _, e := range es {
+		if err := p.closeClient(e.client); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Pool[K, C]) closeClient(c C) error {
+	if p.closer == nil {
+		return nil
+	}
+	if err := p.closer.Close(c); err != nil {
+		p.m.closeErrors.Inc()
+		return fmt.Errorf("clientpool %s: close: %w", p.name, err)
+	}
+	p.m.closeOKs.Inc()
+	return nil
+}

@@ -1,0 +1,42 @@
+// Package errclass is the one place that decides what an error says about
+// the client that returned it: is the client (its connection, its
+// credentials) broken, or did a working client get an answer?
+//
+// # Guarantees
+//
+//   - Every error maps to exactly one Class; nil maps to "". Classification
+//     never panics and is stable under wrapping: fmt.Errorf("...: %w", err)
+//     classifies like err, because every rule looks through errors.Is and
+//     errors.As, never at message text.
+//   - User-supplied Funcs (New) run first, in order; the first that
+//     recognises an error wins. The built-in rules are the fallback.
+//   - Shutdown never reads as a broken client: context.Canceled is Canceled,
+//     and any Transport verdict reached while the caller's own context is
+//     done becomes Canceled. A context.DeadlineExceeded from a per-call
+//     timeout, while the caller's context is still live, is Transport: that
+//     is the seed incident's signature (a half-open connection that answers
+//     nothing).
+//
+// # Sources
+//
+// Kubernetes API errors (k8s.io/apimachinery/pkg/api/errors), gRPC status
+// codes, PostgreSQL SQLSTATE (*pgconn.PgError) and pgconn's connect, closed
+// and parse errors, any error carrying an HTTP status through
+// StatusCode() int (see HTTPStatus), TLS and x509 failures, net and syscall
+// errors (refused, reset, broken pipe, timeouts, DNS), io.EOF and
+// io.ErrUnexpectedEOF.
+//
+// # Decisions
+//
+// Typed answers (an API status, a gRPC status, an SQLSTATE, an HTTP code)
+// are consulted before transport errors, because an answer proves the round
+// trip worked. A Forbidden create in a terminating namespace is Conflict,
+// not Auth: a fresh client would be refused just the same. Certificate
+// verification failures and TLS alerts are Auth (new trust material or a
+// new client certificate is the fix, which only a redial picks up); a
+// non-TLS reply where a TLS record was expected is Transport. SQLSTATE
+// 57014 (query_canceled) is Canceled: the server honoured a cancel request,
+// so the connection works. 42501 (insufficient_privilege) is Auth, like
+// gRPC PermissionDenied. Unknown is the honest answer for everything else;
+// callers must not treat it as "broken".
+package errclass
