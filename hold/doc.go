@@ -1,0 +1,122 @@
+// Package hold keeps a "parent" (the object that holds the connection to an
+// external service: a Server, a Connection, a control plane) and its
+// credential Secret alive while dependents still need them to delete what
+// they created outside the cluster.
+//
+// When a namespace is deleted, the namespace controller deletes its objects
+// in no useful order. If the parent or its Secret goes first, every
+// dependent that still has an external delete to make is stranded and the
+// external resources leak. Holding the parent alone is not enough: a
+// dependent reads the credentials from the Secret at deletion time, so the
+// Secret is held too.
+//
+// # Guarantees
+//
+//   - While any dependent references a parent, the parent and its Secret
+//     carry the hold finalizer (Finalizer). The Secret's finalizer is added
+//     before the parent's, so a parent that Held reports usable always has
+//     a held Secret; it is removed when no parent naming the Secret needs it
+//     any more. A dependent creates nothing external until Held(parent).
+//   - While the parent is being deleted, the hold keeps both as long as any
+//     dependent still carries its cleanup finalizer. A terminating dependent
+//     counts only while its cleanup finalizer is there: another finalizer
+//     keeping it around does not keep the parent (seed follow-up 2).
+//   - A parent with no dependents is never held, so it is deleted at once.
+//   - The hold is bounded: Timeout (default 10 minutes) from the parent's
+//     deletionTimestamp, measured on the injected clock.PassiveClock (never
+//     the wall clock; seed follow-up 5). At the end parent and Secret are
+//     released; dependents then release WITHOUT their external delete
+//     (ShouldReleaseWithoutDelete, ReleaseWithoutDelete), each counted in
+//     finale_released_without_delete_total{kind} with a Warning Event. Their
+//     cleanup records (package ledger) stay, and the sweeper (package sweep)
+//     finishes the cleanup through any connection that proves the same
+//     deployment.
+//   - A dependent's delete pass never runs past the hold end (PassContext),
+//     and its retry is counted from the end of the pass and capped at the
+//     hold end (RetryAfter; MCP follow-up 4), so the pass at the hold end is
+//     the one that releases.
+//   - Dependents are found through a field index (ParentIndex) on the
+//     manager's cache, never a List of the whole kind per reconcile, and are
+//     counted per kind (Dependents).
+//
+// # Decisions
+//
+// Operator access not ready at deletion time (seed follow-up 1). The default
+// policy, RepairDuringHold, keeps the hold and calls Access on every pass of
+// a held parent: access that comes back during the hold (a Secret fixed, a
+// server restarted, a NetworkPolicy repaired) still lets every dependent
+// delete, which is strictly better than releasing at once with the same
+// leak. If access is still not ready at the hold end, the release is
+// reported with reason access_not_ready rather than timeout, so the two are
+// told apart. SkipHold is offered for services whose access cannot come back
+// after deletion starts; it releases at once with reason access_not_ready.
+// An Access error counts as not ready.
+//
+// Foreground deletion (seed follow-up 4). With the operator down, a
+// foreground delete can finish (the garbage collector has removed what the
+// parent owns, e.g. the Deployment running the service, and its
+// foregroundDeletion marker) before the first reconcile. When the marker is
+// absent and an Owned check is configured, the hold asks whether what the
+// parent owns still exists, and releases with reason owned_gone if not:
+// holding would only make the dependents retry against nothing. While the
+// marker is still present the garbage collector is at work, and the hold
+// waits for it.
+//
+// The hold end is deletionTimestamp (set by the API server) plus Timeout,
+// compared with the injected clock's now. Both clocks are assumed to agree
+// to within seconds; a clock far behind the API server lengthens the hold,
+// never shortens it below what the API server recorded.
+//
+// Counting rule. While the parent is alive, every dependent referencing it
+// counts, except a terminating one whose cleanup finalizer is already gone
+// (an alive dependent without its finalizer yet is about to use the parent).
+// While the parent is being deleted, only dependents carrying their cleanup
+// finalizer count: one that never added it has created nothing.
+//
+// Dependents reference a parent in their own namespace, by name.
+//
+// # Metrics and Events
+//
+// finale_hold_active{kind} (parents being deleted that are held now),
+// finale_hold_duration_seconds{kind} (deletionTimestamp to release, on the
+// injected clock), finale_hold_releases_total{kind,reason} with reasons
+// dependents_done, timeout, access_not_ready and owned_gone, and
+// finale_released_without_delete_total{kind}; all on controller-runtime's
+// metrics.Registry. Events (reasons are the Reason* constants): DeletionHeld
+// when a hold starts, HoldAccessNotReady (Warning) on each pass without
+// access, HoldReleased (Warning unless the dependents finished), and
+// ReleasedWithoutDelete (Warning) on each dependent released without delete.
+//
+// # Threat model and limits
+//
+// The hold finalizer is only as strong as RBAC: anyone who can patch the
+// parent or the Secret can remove it; the timeout and the ledger bound what
+// that costs. A hold cannot keep the external service itself running (a
+// namespace delete may remove the Deployment of an in-namespace service);
+// that case is what Owned and the sweeper are for. Between a dependent
+// appearing and the parent controller adding the finalizer there is a short
+// window in which the parent could go unheld; Held closes it for creates
+// (nothing is created before the hold), and a parent deleted in that window
+// had nothing created through it. A queue backlog that outlasts the hold
+// (seed follow-up 3) releases dependents without delete; they are counted,
+// and the ledger's records make the sweeper finish the cleanup.
+//
+// # Access rights and cost
+//
+// The hold needs get, list, watch and patch on the parent kind and on
+// Secrets, get, list and watch on each dependent kind, and create on
+// events.k8s.io Events. Its Secret controller watches Secrets, so the
+// manager's cache holds them; restrict the cache (cache.Options.ByObject)
+// when the operator serves only some namespaces. Access is called on every
+// pass of a held parent that still has dependents, so it should be cheap
+// (a ping, not a full repair) or rate-limit itself.
+//
+// # Adopting it
+//
+// Configure New with the parent kind, the dependent kinds (how each names
+// its parent, and its cleanup finalizer) and how a parent names its Secret,
+// then call SetupWithManager. In the dependent's reconciler: create nothing
+// until Held(parent); on deletion call ShouldReleaseWithoutDelete (then
+// ReleaseWithoutDelete), else run the delete under PassContext and, on
+// failure, requeue after RetryAfter.
+package hold

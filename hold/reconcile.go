@@ -1,0 +1,235 @@
+package hold
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// SetupWithManager registers the field indexes and two controllers: one for
+// parents (woken by dependent changes) and one for Secrets (woken by parent
+// changes). Reads go through the manager's cache, writes through its
+// client. A nil Recorder becomes mgr.GetEventRecorder("finale-hold").
+func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
+	if err := h.Index(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if h.cfg.Recorder == nil {
+		h.cfg.Recorder = mgr.GetEventRecorder("finale-hold")
+	}
+	name := "hold-" + strings.ToLower(h.cfg.ParentKind)
+	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(newObject(h.cfg.Parent))
+	for _, d := range h.dependents {
+		parentName := d.ParentName
+		b = b.Watches(newObject(d.Object), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if n := parentName(o); n != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
+			}
+			return nil
+		}))
+	}
+	if err := b.Complete(h.ParentReconciler(mgr.GetCache(), mgr.GetClient())); err != nil {
+		return fmt.Errorf("hold: parent controller: %w", err)
+	}
+	secretName := h.cfg.SecretName
+	err := ctrl.NewControllerManagedBy(mgr).Named(name+"-secret").For(&corev1.Secret{}).
+		Watches(newObject(h.cfg.Parent), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if n := secretName(o); n != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
+			}
+			return nil
+		})).
+		Complete(h.SecretReconciler(mgr.GetCache(), mgr.GetClient()))
+	if err != nil {
+		return fmt.Errorf("hold: secret controller: %w", err)
+	}
+	return nil
+}
+
+// ParentReconciler reconciles parents: r must have the field indexes
+// (a manager's cache), w writes finalizers.
+func (h *Hold) ParentReconciler(r client.Reader, w client.Writer) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		return h.reconcileParent(ctx, r, w, req.NamespacedName)
+	})
+}
+
+// SecretReconciler keeps the hold finalizer on a Secret exactly while some
+// parent naming it needs it.
+func (h *Hold) SecretReconciler(r client.Reader, w client.Writer) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, h.reconcileSecret(ctx, r, w, req.NamespacedName)
+	})
+}
+
+func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Writer, key types.NamespacedName) (reconcile.Result, error) {
+	parent := newObject(h.cfg.Parent)
+	if err := r.Get(ctx, key, parent); err != nil {
+		if apierrors.IsNotFound(err) {
+			h.setActive(key, false)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("hold: get %s %s: %w", h.cfg.ParentKind, key, err)
+	}
+	counts, err := h.Dependents(ctx, r, parent)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	o := observation{Deleting: deleting(parent), Dependents: total(counts)}
+	var accessErr error
+	if o.Deleting {
+		o.Now = h.cfg.Clock.Now()
+		o.End = parent.GetDeletionTimestamp().Add(h.cfg.Timeout)
+		o.ForegroundMarker = hasFinalizer(parent, foregroundFinalizer)
+		if o.Dependents > 0 && h.cfg.Owned != nil && !o.ForegroundMarker {
+			exists, err := h.cfg.Owned.Exists(ctx, parent)
+			if err != nil {
+				return reconcile.Result{}, fmt.Errorf("hold: does what %s %s owns exist: %w", h.cfg.ParentKind, key, err)
+			}
+			o.OwnedChecked, o.OwnedExists = true, exists
+		}
+		if o.Dependents > 0 && h.cfg.Access != nil {
+			o.AccessChecked = true
+			o.AccessReady, accessErr = h.cfg.Access.Ready(ctx, parent)
+			if accessErr != nil {
+				o.AccessReady = false
+			}
+		}
+	}
+	v := decide(o, h.cfg.AccessPolicy, h.cfg.Recheck)
+	switch v.Action {
+	case actKeep:
+		if err := h.holdSecret(ctx, r, w, parent); err != nil {
+			return reconcile.Result{}, err
+		}
+		_, err := setFinalizer(ctx, w, parent, h.cfg.Finalizer, true)
+		return reconcile.Result{}, err
+	case actDrop:
+		_, err := setFinalizer(ctx, w, parent, h.cfg.Finalizer, false)
+		return reconcile.Result{}, err
+	case actHold:
+		if !hasFinalizer(parent, h.cfg.Finalizer) {
+			// Never held (it had no dependents until it was already being
+			// deleted); a finalizer cannot be added now.
+			return reconcile.Result{}, nil
+		}
+		if h.setActive(key, true) {
+			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
+		}
+		if o.AccessChecked && !o.AccessReady {
+			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, accessErr)
+		}
+		return reconcile.Result{RequeueAfter: v.After}, nil
+	default: // actRelease
+		changed, err := setFinalizer(ctx, w, parent, h.cfg.Finalizer, false)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		h.setActive(key, false)
+		if changed {
+			held := max(h.cfg.Clock.Since(parent.GetDeletionTimestamp().Time), 0) // a clock behind the API server's
+			Releases.WithLabelValues(h.cfg.ParentKind, string(v.Reason)).Inc()
+			HoldDuration.WithLabelValues(h.cfg.ParentKind).Observe(held.Seconds())
+			typ := corev1.EventTypeNormal
+			if v.Reason != ReleasedDependentsDone {
+				typ = corev1.EventTypeWarning
+			}
+			h.event(parent, typ, ReasonReleased, ActionRelease, NoteReleased, v.Reason, held.Round(1e6))
+		}
+		return reconcile.Result{}, nil
+	}
+}
+
+// holdSecret puts the finalizer on parent's Secret before the parent's
+// own, so that a parent seen as held always has a held Secret.
+func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer, parent client.Object) error {
+	name := h.cfg.SecretName(parent)
+	if name == "" {
+		return nil
+	}
+	var s corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // nothing to hold yet; the Secret's creation wakes the Secret controller
+		}
+		return fmt.Errorf("hold: get Secret %s/%s: %w", parent.GetNamespace(), name, err)
+	}
+	_, err := setFinalizer(ctx, w, &s, h.cfg.Finalizer, true)
+	return err
+}
+
+func (h *Hold) reconcileSecret(ctx context.Context, r client.Reader, w client.Writer, key types.NamespacedName) error {
+	var s corev1.Secret
+	if err := r.Get(ctx, key, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("hold: get Secret %s: %w", key, err)
+	}
+	list, err := listFactory(h.cfg.Scheme, h.cfg.Parent)
+	if err != nil {
+		return err
+	}
+	parents, err := list()
+	if err != nil {
+		return err
+	}
+	if err := r.List(ctx, parents, client.InNamespace(key.Namespace), client.MatchingFields{SecretIndex: key.Name}); err != nil {
+		return fmt.Errorf("hold: list %s using Secret %s: %w", h.cfg.ParentKind, key, err)
+	}
+	needed := false
+	err = forEach(parents, func(p client.Object) error {
+		if needed || h.cfg.SecretName(p) != key.Name {
+			return nil
+		}
+		if hasFinalizer(p, h.cfg.Finalizer) {
+			needed = true
+			return nil
+		}
+		if deleting(p) {
+			return nil
+		}
+		// The parent controller holds the Secret before the parent; until
+		// then an alive parent with dependents still needs the Secret.
+		counts, err := h.Dependents(ctx, r, p)
+		needed = err == nil && total(counts) > 0
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = setFinalizer(ctx, w, &s, h.cfg.Finalizer, needed)
+	return err
+}
+
+// setActive records whether the parent at key is held while deleting and
+// reports whether that changed.
+func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active[key] == on {
+		return false
+	}
+	if on {
+		h.active[key] = true
+		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Inc()
+	} else {
+		delete(h.active, key)
+		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Dec()
+	}
+	return true
+}
+
+func (h *Hold) event(obj client.Object, typ, reason, action, note string, args ...interface{}) {
+	if h.cfg.Recorder != nil {
+		h.cfg.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
+	}
+}
