@@ -88,7 +88,7 @@ type JobList struct {
 
 func (j *Job) DeepCopyObject() runtime.Object {
 	out := *j
-	j.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	j.ObjectMeta.DeepCopyInto(&out.ObjectMeta) //nolint:staticcheck // explicit: the embedded field is what is copied
 	out.Status.Nodes = nil
 	out.Status.Results = nil
 	if j.Status.Nodes != nil {
@@ -108,7 +108,7 @@ func (j *Job) DeepCopyObject() runtime.Object {
 
 func (l *JobList) DeepCopyObject() runtime.Object {
 	out := &JobList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.ListMeta.DeepCopyInto(&out.ListMeta) //nolint:staticcheck // explicit: the embedded field is what is copied
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Job))
 	}

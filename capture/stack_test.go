@@ -71,8 +71,6 @@ type writeLog struct {
 	// conflicts on the owner's status only: finalizer patches that
 	// conflict (a stale cached child) are re-read, not persist retries.
 	conflicts int
-	// released: when each child's finalizer patch succeeded, by name.
-	released map[string]time.Time
 }
 
 func (w *writeLog) add(op string, err error) {
@@ -94,13 +92,6 @@ func (w *writeLog) snapshot() (ops []string, writes, conflicts int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.ops...), w.writes, w.conflicts
-}
-
-func (w *writeLog) releasedAt(name string) (time.Time, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	at, ok := w.released[name]
-	return at, ok
 }
 
 // attempts is a Watchdog that counts held attempts and releases per child
@@ -197,7 +188,7 @@ func startStack(t testing.TB, ns string, o stackOptions) *stack {
 	}
 	st := &stack{
 		watchdog: &attempts{next: o.watchdog, held: map[string]int{}, done: map[string]int{}, lastErr: map[string]error{}},
-		gate:     newGate(o.ownerOpen), writes: &writeLog{released: map[string]time.Time{}}, events: &eventLog{}}
+		gate:     newGate(o.ownerOpen), writes: &writeLog{}, events: &eventLog{}}
 	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: s})
 	if err != nil {
 		t.Fatal(err)
@@ -212,11 +203,6 @@ func startStack(t testing.TB, ns string, o stackOptions) *stack {
 				err = c.Patch(ctx, obj, patch, opts...)
 			}
 			w.add("patch "+obj.GetName(), err)
-			if err == nil {
-				w.mu.Lock()
-				w.released[obj.GetName()] = time.Now()
-				w.mu.Unlock()
-			}
 			return err
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {

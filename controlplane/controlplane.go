@@ -271,13 +271,13 @@ func (cp *ControlPlane) spawn(ctx context.Context, name string, args ...string) 
 	// started; a parent-death signal, so a panicking test leaves nothing.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // the process never started; nothing was written
 		return nil, fmt.Errorf("controlplane: start %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		f.Close()
+		_ = f.Close() // the log is complete once the process exits
 		close(p.done)
 	}()
 	cp.mu.Lock()
@@ -305,14 +305,14 @@ func waitHTTP(ctx context.Context, p *process, url string, token *string) error 
 		}
 		if resp, err := client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("controlplane: %s exited before it was ready (%v); last lines of %s:\n%s", p.name, p.err, p.log, readTail(p.log, logTailLines))
+			return fmt.Errorf("controlplane: %s exited before it was ready (%w); last lines of %s:\n%s", p.name, p.err, p.log, readTail(p.log, logTailLines))
 		case <-ctx.Done():
 			return fmt.Errorf("controlplane: %s not ready at %s: %w; last lines of %s:\n%s", p.name, url, ctx.Err(), p.log, readTail(p.log, logTailLines))
 		case <-tick.C:
@@ -325,7 +325,7 @@ func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close() // only held to keep the ports distinct
 		}
 	}()
 	for range n {

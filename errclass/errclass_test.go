@@ -206,7 +206,7 @@ func TestClassify(t *testing.T) {
 		"http 422":                      {&httpError{http.StatusUnprocessableEntity}, errclass.Invalid},
 		"http 500":                      {&httpError{http.StatusInternalServerError}, errclass.Unknown},
 		"k8s not found":                 {apierrors.NewNotFound(gr, "x"), errclass.NotFound},
-		"k8s gone":                      {apierrors.NewGone("x"), errclass.NotFound},
+		"k8s gone":                      {apierrors.NewGone("x"), errclass.NotFound}, //nolint:staticcheck // 410 Gone still reaches clients; it must classify
 		"k8s conflict":                  {apierrors.NewConflict(gr, "x", errors.New("changed")), errclass.Conflict},
 		"k8s already exists":            {apierrors.NewAlreadyExists(gr, "x"), errclass.Conflict},
 		"k8s unauthorized":              {apierrors.NewUnauthorized("x"), errclass.Auth},

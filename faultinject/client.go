@@ -139,11 +139,11 @@ func (s *Script) Writes() int {
 }
 
 // decide matches a call against the faults and returns what to do.
-func (s *Script) decide(v Verb, kind string) (err error, latency time.Duration, crash bool) {
+func (s *Script) decide(v Verb, kind string) (latency time.Duration, crash bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.crashed {
-		return ErrCrashed, 0, false
+		return 0, false, ErrCrashed
 	}
 	for _, f := range s.faults {
 		if (f.Verb != "" && f.Verb != v) || (f.Kind != "" && f.Kind != kind) {
@@ -159,7 +159,7 @@ func (s *Script) decide(v Verb, kind string) (err error, latency time.Duration, 
 		latency += f.Latency
 		crash = crash || f.Crash
 	}
-	return err, latency, crash
+	return latency, crash, err
 }
 
 func (s *Script) record(c Call) {
@@ -182,7 +182,7 @@ func (s *Script) crash() {
 // run wraps one call with the script.
 func (s *Script) run(ctx context.Context, c client.Client, v Verb, obj runtime.Object, key client.ObjectKey, do func() error) error {
 	kind := kindOf(c, obj)
-	err, latency, crash := s.decide(v, kind)
+	latency, crash, err := s.decide(v, kind)
 	if latency > 0 {
 		t := time.NewTimer(latency)
 		select {

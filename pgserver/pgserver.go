@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		return nil, fmt.Errorf("pgserver: free port: %w", err)
 	}
 	s.Port = l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close() // only probing for a free port
 
 	settings := map[string]string{
 		"listen_addresses":        "127.0.0.1",
@@ -150,13 +150,13 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.cmd.Stdout, s.cmd.Stderr = f, f
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // the process never started
 		return nil, fmt.Errorf("pgserver: start: %w", err)
 	}
 	s.done = make(chan struct{})
 	go func() {
 		_ = s.cmd.Wait()
-		f.Close()
+		_ = f.Close() // the log is complete once the process exits
 		close(s.done)
 	}()
 	if err := s.waitReady(ctx); err != nil {
@@ -223,7 +223,7 @@ func (s *Server) waitReady(ctx context.Context) error {
 		conn, err := pgx.Connect(cctx, s.DSN())
 		if err == nil {
 			err = conn.QueryRow(cctx, "SHOW server_version").Scan(&s.Version)
-			conn.Close(cctx)
+			_ = conn.Close(cctx) // a readiness probe
 		}
 		ccancel()
 		if err == nil {

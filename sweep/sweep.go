@@ -400,7 +400,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.settle(k, Settling, false)
 		return
 	}
-	var lastErr error = errNoTarget
+	lastErr := errNoTarget
 	for _, c := range p.candidates(ctx) {
 		if !ledger.Proves(c.id, r.Deployment, r.Proof) {
 			continue

@@ -16,7 +16,7 @@ func RSS(pid int) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("procstat: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		line := s.Text()
