@@ -74,6 +74,9 @@ func demo(ctx context.Context, out io.Writer, keep bool) error {
 		return err
 	}
 
+	if err := runStory(ctx, out, cp, pg); err != nil {
+		return err
+	}
 	if keep {
 		fmt.Fprintln(out, "\nrunning; press Ctrl-C to stop and clean up")
 		<-ctx.Done()

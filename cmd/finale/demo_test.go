@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs `finale demo` end to end, so the README's first command
+// cannot rot: it exits non-zero when any guarantee fails.
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"demo"}, &out); err != nil {
+		t.Fatalf("finale demo: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"evicted by the pool's policy",
+		"held (hold.finale.dev/hold)",
+		"0 leaked",
+		"every guarantee held",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"nope"}, &out); err == nil || !strings.Contains(err.Error(), `unknown command "nope"`) {
+		t.Fatalf("run(nope) = %v, want an unknown-command error", err)
+	}
+	if err := run(t.Context(), nil, &out); err == nil {
+		t.Fatal("run() with no command succeeded")
+	}
+}

@@ -1,0 +1,255 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/clientpool"
+	"github.com/finale-dev/finale/errclass"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
+	"github.com/finale-dev/finale/ledger"
+)
+
+// Key identifies a pooled connection: everything it is bound to at dial
+// time and nothing secret. SecretVersion is the credential Secret's
+// resourceVersion, read on every reconcile, so that a changed Secret gets a
+// new connection with the new credentials instead of the cached one.
+type Key struct {
+	Namespace, Server string
+	Host              string
+	Port              int32
+	Database          string
+	SSLMode           v1alpha1.SSLMode
+	// Secret and its keys name the credentials; SecretVersion is its
+	// resourceVersion.
+	Secret, UsernameKey, PasswordKey string
+	SecretVersion                    string
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("%s/%s (%s:%d/%s)", k.Namespace, k.Server, k.Host, k.Port, k.Database)
+}
+
+// Sentinel is the table, in the Server's administration database, that
+// holds the random proof token of the deployment (see Conn.Identify).
+const Sentinel = "finale_deployment_sentinel"
+
+// Conn is one PostgreSQL session; it implements catalog.Querier. A pgx.Conn
+// is not safe for concurrent use, so calls take turns (mu is held from a
+// query until its row is scanned or its rows are closed).
+type Conn struct {
+	mu   sync.Mutex // guards conn and id
+	conn *pgx.Conn
+	// id is the deployment identity, read once per session: one session
+	// talks to one backend for its whole life, so its identity cannot
+	// change under it (a switch-over breaks the session instead).
+	id *ledger.Identity
+}
+
+var _ catalog.Querier = (*Conn)(nil)
+
+// Exec implements catalog.Querier.
+func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tag, err := c.conn.Exec(ctx, sql, args...)
+	return tag, c.closed(err)
+}
+
+// closed marks an error after which the session is dead (pgx closes it on
+// a fatal error or a cancelled query) as net.ErrClosed, a Transport error,
+// so that the pool evicts it whatever the error said. Called with mu held.
+func (c *Conn) closed(err error) error {
+	if err != nil && c.conn.IsClosed() {
+		return fmt.Errorf("%w (the PostgreSQL session is closed): %w", net.ErrClosed, err)
+	}
+	return err
+}
+
+// QueryRow implements catalog.Querier; the session is released by Scan.
+func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.mu.Lock()
+	return lockedRow{row: c.conn.QueryRow(ctx, sql, args...), c: c}
+}
+
+// Query implements catalog.Querier; the session is released by Close.
+func (c *Conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.mu.Lock()
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		err = c.closed(err)
+		c.mu.Unlock()
+		return nil, err
+	}
+	return &lockedRows{Rows: rows, unlock: c.mu.Unlock}, nil
+}
+
+type lockedRow struct {
+	row pgx.Row
+	c   *Conn
+}
+
+func (r lockedRow) Scan(dest ...any) error {
+	defer r.c.mu.Unlock()
+	return r.c.closed(r.row.Scan(dest...))
+}
+
+type lockedRows struct {
+	pgx.Rows
+	once   sync.Once
+	unlock func()
+}
+
+func (r *lockedRows) Close() {
+	r.Rows.Close()
+	r.once.Do(r.unlock)
+}
+
+// Ping makes one round trip: Identify is answered from memory after the
+// first call, so whoever needs to know the session still works asks this.
+func (c *Conn) Ping(ctx context.Context) error {
+	_, err := c.Exec(ctx, "SELECT 1")
+	return err
+}
+
+// Close ends the session.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.conn.Close(ctx)
+}
+
+// Identify returns the deployment identity: the server's system_identifier
+// (catalog.Identity) and a random token kept in the Sentinel table, created
+// on first contact. The token is what makes the identity a proof: a
+// system_identifier alone can be copied into another cluster (pg_resetwal
+// -s), the token cannot be guessed.
+func (c *Conn) Identify(ctx context.Context) (ledger.Identity, error) {
+	c.mu.Lock()
+	if c.id != nil {
+		id := *c.id
+		c.mu.Unlock()
+		return id, nil
+	}
+	c.mu.Unlock()
+	sysid, err := catalog.Identity(ctx, c)
+	if err != nil {
+		return ledger.Identity{}, err
+	}
+	tok := make([]byte, 32)
+	_, _ = rand.Read(tok)
+	// Two first contacts may race on CREATE TABLE IF NOT EXISTS (a unique
+	// violation in pg_type); the second try sees the table.
+	for try := 0; ; try++ {
+		_, err = c.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+Sentinel+` (
+			singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+			token text NOT NULL)`)
+		if err == nil || try > 0 {
+			break
+		}
+	}
+	if err != nil {
+		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
+	}
+	if _, err := c.Exec(ctx, `INSERT INTO `+Sentinel+` (token) VALUES ($1) ON CONFLICT DO NOTHING`, hex.EncodeToString(tok)); err != nil {
+		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
+	}
+	var token string
+	if err := c.QueryRow(ctx, `SELECT token FROM `+Sentinel).Scan(&token); err != nil {
+		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
+	}
+	id := ledger.Identity{Deployment: sysid, Token: []byte(token)}
+	c.mu.Lock()
+	c.id = &id
+	c.mu.Unlock()
+	return id, nil
+}
+
+// Pool is the operator's connection pool.
+type Pool = clientpool.Pool[Key, *Conn]
+
+// PoolOptions tune NewPool.
+type PoolOptions struct {
+	// Name labels the pool's metrics.
+	Name string
+	// Naive keeps every connection whatever its calls return (the seed
+	// incident's pool), for the comparisons; never in production.
+	Naive bool
+	// CallTimeout bounds each call; zero is 30s. A call that times out is a
+	// Transport error and evicts its connection.
+	CallTimeout time.Duration
+	// Classifier classifies call errors for eviction; nil is
+	// errclass.New(catalog.Classify).
+	Classifier *errclass.Classifier
+}
+
+// ErrCredentials is wrapped when the credential Secret lacks a key.
+var ErrCredentials = errors.New("credential Secret incomplete")
+
+// NewPool returns the pool: dial reads the credential Secret through r (use
+// an uncached reader, so a dial sees the Secret as it is now).
+func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	if o.Classifier == nil {
+		o.Classifier = errclass.New(catalog.Classify)
+	}
+	opts := clientpool.Options[Key, *Conn]{
+		Name:        o.Name,
+		Dial:        clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) { return dial(ctx, r, k) }),
+		Close:       clientpool.CloseFn[*Conn](func(c *Conn) error { return c.Close() }),
+		CallTimeout: o.CallTimeout,
+		IdleTimeout: 10 * time.Minute,
+		Classifier:  o.Classifier,
+	}
+	if o.Naive {
+		opts.Policy = clientpool.NeverEvict
+		opts.CallTimeout = 0
+	}
+	return clientpool.New(opts)
+}
+
+func dial(ctx context.Context, r client.Reader, k Key) (*Conn, error) {
+	var s corev1.Secret
+	if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Secret}, &s); err != nil {
+		return nil, fmt.Errorf("read credential Secret %s/%s: %w", k.Namespace, k.Secret, err)
+	}
+	user, pass := string(s.Data[k.UsernameKey]), string(s.Data[k.PasswordKey])
+	if user == "" || pass == "" {
+		return nil, fmt.Errorf("%w: Secret %s/%s needs non-empty keys %q and %q", ErrCredentials, k.Namespace, k.Secret, k.UsernameKey, k.PasswordKey)
+	}
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(user, pass),
+		Host:     net.JoinHostPort(k.Host, strconv.Itoa(int(k.Port))),
+		Path:     "/" + k.Database,
+		RawQuery: url.Values{"sslmode": {string(k.SSLMode)}, "connect_timeout": {"10"}}.Encode(),
+	}
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("connection settings of %s: %w", k, err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", k, err)
+	}
+	return &Conn{conn: conn}, nil
+}

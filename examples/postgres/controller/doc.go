@@ -1,0 +1,49 @@
+// Package controller is the reference PostgreSQL operator's reconcilers,
+// built on lifecycle: Server (a connection, with a credential Secret; the
+// parent of the hold), Role and Database (its dependents). Setup wires them,
+// with the pool, the ledger, the hold and the watchdog, into a manager.
+//
+// # What it guarantees
+//
+//   - Every PostgreSQL call goes through one clientpool.Pool keyed by the
+//     Server's connection settings and its credential Secret's name and
+//     resourceVersion (never its data): a changed Secret gets a new
+//     connection, a broken connection (Transport or Auth, or a call over
+//     its timeout) is evicted on every path, deletion included. Dial reads
+//     the Secret fresh.
+//   - A Server's status.identity is its system_identifier. The deployment
+//     identity of cleanup records is that identifier plus a random token
+//     kept in the Sentinel table of the Server's administration database,
+//     read once per session (a session talks to one backend for life).
+//   - Roles and Databases carry their ownership tag (COMMENT ON ROLE /
+//     DATABASE, "finale:<kind>:<uid>"); an existing object without it is
+//     never adopted, altered or dropped (NotOwned).
+//   - Dropping a database in use, or a role that still owns objects, is a
+//     Conflict put in the Synced condition with what the user must do, and
+//     retried; sessions are never terminated and nothing is reassigned.
+//   - A Server and its Secret are held (hold.Finalizer) while Roles or
+//     Databases still carry their cleanup finalizer, so a namespace deletion
+//     drops everything before the connection goes; access is re-checked (a
+//     round trip) on every pass of the hold.
+//   - What the hold could not finish (its timeout passed) keeps its record;
+//     the sweeper drops it through any Server that proves the record's
+//     deployment. Recorded IDs are "<name>@<tag>", so the sweeper drops
+//     exactly that object, and only while it still carries the tag.
+//
+// # Decisions
+//
+//   - Database's deletion policy defaults to Retain: a dropped database is
+//     data lost, a retained one is a DROP DATABASE away. Role defaults to
+//     Delete: a role holds no data, and a leaked login is a risk.
+//   - A generated Role password goes into a Secret the Role owns (garbage
+//     collected with it); a password change is applied when login or the
+//     connection limit also changes (the password cannot be observed).
+//   - Options.Naive switches the guarantees off for comparisons only.
+//
+// # Threat model
+//
+// Users can write Servers, Roles and Databases, not the records (see
+// config/rbac): a user cannot forge a record that makes the sweeper delete
+// someone else's role, and the deployment identity is read from the server,
+// never from the spec.
+package controller

@@ -1,0 +1,166 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
+	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/pgtarget"
+)
+
+// G1, the seed incident: the operator's connection goes silent (frozen
+// through the proxy, neither closed nor answering) and a Role is deleted.
+// The call times out, the connection is evicted, a fresh one is dialled,
+// and the deletion finishes without a restart.
+func TestFrozenConnectionIsEvictedAndDeletionFinishes(t *testing.T) {
+	w := start(t, controller.Options{CallTimeout: 2 * time.Second})
+	proxy, err := faultinject.NewProxy(w.pg.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	ns := w.serverAt(host, p)
+	r := role(ns, "r", pgtarget.RandomName("frozen_"))
+	w.create(r)
+	w.ready(r)
+	accepted := proxy.Accepted()
+
+	if n := proxy.Freeze(); n == 0 {
+		t.Fatal("no connection to freeze; the test proves nothing")
+	}
+	start := time.Now()
+	if err := w.c.Delete(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	w.waitGone(r)
+	if _, ok := w.roleTag(r.Spec.RoleName); ok {
+		t.Errorf("role %s still exists after its deletion finished", r.Spec.RoleName)
+	}
+	if proxy.Accepted() <= accepted {
+		t.Error("no new connection was dialled: the frozen one cannot have been evicted")
+	}
+	t.Logf("deletion through a frozen connection finished in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// Stopping the operator in the middle of creating Roles and starting it
+// again (same records) creates every role exactly once: no duplicate, and
+// after deletion, nothing left.
+func TestRestartMidCreationNoDuplicateNoLeftover(t *testing.T) {
+	first := start(t, controller.Options{})
+	ns := first.server()
+	const n = 12
+	var roles []*v1alpha1.Role
+	for i := range n {
+		r := role(ns, fmt.Sprintf("r%d", i), pgtarget.RandomName("restart_"))
+		roles = append(roles, r)
+		first.create(r)
+	}
+	readyCount := func(w *world) func(context.Context) (bool, int, error) {
+		return func(ctx context.Context) (bool, int, error) {
+			var l v1alpha1.RoleList
+			if err := w.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+				return false, 0, err
+			}
+			k := 0
+			for _, r := range l.Items {
+				if meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionReady) {
+					k++
+				}
+			}
+			return k == n, k, nil
+		}
+	}
+	err := controlplane.WaitFor(t.Context(), wait, "some Roles Ready", func(ctx context.Context) (bool, error) {
+		_, k, err := readyCount(first)(ctx)
+		return k >= 1, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+	_, k, _ := readyCount(first)(t.Context())
+	t.Logf("operator stopped with %d of %d Roles Ready", k, n)
+
+	second := start(t, controller.Options{RecordsNamespace: first.recNS})
+	err = controlplane.WaitFor(t.Context(), wait, "all Roles Ready", func(ctx context.Context) (bool, error) {
+		all, _, err := readyCount(second)(ctx)
+		return all, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roles {
+		if err := second.c.Get(t.Context(), client.ObjectKeyFromObject(r), r); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := catalog.FindRolesByTag(t.Context(), second.admin, tagOf(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != 1 || ids[0] != r.Spec.RoleName {
+			t.Errorf("Role %s: roles tagged %q, want exactly [%s]", r.Name, ids, r.Spec.RoleName)
+		}
+	}
+	if err := second.c.DeleteAllOf(t.Context(), &v1alpha1.Role{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roles {
+		second.waitGone(r)
+		if _, ok := second.roleTag(r.Spec.RoleName); ok {
+			t.Errorf("role %s left after deletion", r.Spec.RoleName)
+		}
+	}
+	if l := second.leaks(); len(l) > 0 {
+		t.Errorf("leaked: %q", l)
+	}
+}
+
+// A session reset under the operator (a failover, a proxy restart) is a
+// dead client: the next call fails, the pool evicts it, and the next Role
+// is created through a fresh session, without a restart.
+func TestResetConnectionIsEvicted(t *testing.T) {
+	w := start(t, controller.Options{CallTimeout: 2 * time.Second})
+	proxy, err := faultinject.NewProxy(w.pg.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	ns := w.serverAt(host, p)
+	first := role(ns, "first", pgtarget.RandomName("reset_"))
+	w.create(first)
+	w.ready(first)
+	accepted := proxy.Accepted()
+	if n := proxy.ResetAll(); n == 0 {
+		t.Fatal("no connection to reset; the test proves nothing")
+	}
+	second := role(ns, "second", pgtarget.RandomName("reset_"))
+	w.create(second)
+	w.ready(second)
+	if tag, ok := w.roleTag(second.Spec.RoleName); !ok || tag != tagOf(second) {
+		t.Errorf("role %s: exists %v, tag %q", second.Spec.RoleName, ok, tag)
+	}
+	if proxy.Accepted() <= accepted {
+		t.Error("no new session was dialled after the reset")
+	}
+}

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+// roleAdapter is the Role kind's lifecycle adapter: everything else (the
+// finalizer, the record, adoption, the hold, the watchdog, status) is
+// lifecycle's.
+type roleAdapter struct {
+	servers
+	passwords passwords
+}
+
+func (a roleAdapter) Connect(ctx context.Context, r *v1alpha1.Role) (lifecycle.Connection[Key], error) {
+	return a.connect(ctx, r.Namespace, r.Spec.ServerRef.Name)
+}
+
+func (roleAdapter) Identify(ctx context.Context, c *Conn) (ledger.Identity, error) {
+	return c.Identify(ctx)
+}
+
+func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
+	ids, err := catalog.FindRolesByTag(ctx, c, tag)
+	if err != nil || len(ids) == 0 {
+		return lifecycle.Observation{}, actionable(err)
+	}
+	got, _, err := catalog.ObserveRole(ctx, c, r.Spec.RoleName)
+	upToDate := got.Login == r.Spec.Login && got.ConnectionLimit == connLimit(r)
+	return lifecycle.Observation{IDs: externalIDs(ids, tag), UpToDate: upToDate}, actionable(err)
+}
+
+func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (string, error) {
+	spec, err := a.spec(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	return externalID(r.Spec.RoleName, tag), actionable(catalog.CreateRole(ctx, c, spec, tag))
+}
+
+func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
+	spec, err := a.spec(ctx, r)
+	if err != nil {
+		return err
+	}
+	return actionable(catalog.AlterRole(ctx, c, spec, tag))
+}
+
+func (roleAdapter) Delete(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
+	return actionable(catalog.DropRole(ctx, c, r.Spec.RoleName, tag))
+}
+
+func (a roleAdapter) spec(ctx context.Context, r *v1alpha1.Role) (catalog.RoleSpec, error) {
+	pw, err := a.passwords.of(ctx, r)
+	return catalog.RoleSpec{Name: r.Spec.RoleName, Login: r.Spec.Login, ConnectionLimit: connLimit(r), Password: pw}, err
+}
+
+func connLimit(r *v1alpha1.Role) int32 {
+	if r.Spec.ConnectionLimit == nil {
+		return -1
+	}
+	return *r.Spec.ConnectionLimit
+}

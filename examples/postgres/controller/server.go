@@ -1,0 +1,182 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/finale-dev/finale/errclass"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+// Reasons and messages of the Server's conditions (Ready and Synced are
+// lifecycle's condition types; the API package names them too).
+const (
+	ReasonConnected     = "Connected"
+	ReasonConnectFailed = "ConnectFailed"
+	ReasonSecretMissing = "CredentialSecretMissing"
+
+	MessageConnected     = "connected; deployment identity %s"
+	MessageConnectFailed = "%s error connecting to the server, retrying: %v"
+	MessageSecretMissing = "credential Secret %q does not exist in namespace %s: create it with the keys %q and %q"
+)
+
+// ServerRecheck is how often a connected Server's identity is read again.
+const ServerRecheck = 5 * time.Minute
+
+// servers resolves a Server reference to a pool key; reads go through the
+// manager's cache (the hold already watches Servers and Secrets).
+type servers struct {
+	r client.Reader
+}
+
+// connect returns the connection of the Server ns/name; Parent is nil when
+// the Server does not exist.
+func (s servers) connect(ctx context.Context, ns, name string) (lifecycle.Connection[Key], error) {
+	var srv v1alpha1.Server
+	if err := s.r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &srv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return lifecycle.Connection[Key]{}, nil
+		}
+		return lifecycle.Connection[Key]{}, fmt.Errorf("get Server %s/%s: %w", ns, name, err)
+	}
+	key, err := s.key(ctx, &srv)
+	return lifecycle.Connection[Key]{Key: key, Parent: &srv}, err
+}
+
+// key reads the credential Secret's version (never its data) and builds
+// the pool key, with the API defaults for fields left empty.
+func (s servers) key(ctx context.Context, srv *v1alpha1.Server) (Key, error) {
+	ref := srv.Spec.CredentialsSecretRef
+	k := Key{
+		Namespace: srv.Namespace, Server: srv.Name,
+		Host: srv.Spec.Host, Port: srv.Spec.Port, Database: srv.Spec.Database, SSLMode: srv.Spec.SSLMode,
+		Secret: ref.Name, UsernameKey: ref.UsernameKey, PasswordKey: ref.PasswordKey,
+	}
+	k.Port = orDefault(k.Port, 5432)
+	k.Database = orDefault(k.Database, "postgres")
+	k.SSLMode = orDefault(k.SSLMode, v1alpha1.SSLModeRequire)
+	k.UsernameKey = orDefault(k.UsernameKey, v1alpha1.DefaultUsernameKey)
+	k.PasswordKey = orDefault(k.PasswordKey, v1alpha1.DefaultPasswordKey)
+	var sec corev1.Secret
+	if err := s.r.Get(ctx, types.NamespacedName{Namespace: srv.Namespace, Name: ref.Name}, &sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return k, &lifecycle.NeedsAction{Reason: ReasonSecretMissing, Err: fmt.Errorf(MessageSecretMissing, ref.Name, srv.Namespace, k.UsernameKey, k.PasswordKey)}
+		}
+		return k, fmt.Errorf("get credential Secret %s/%s: %w", srv.Namespace, ref.Name, err)
+	}
+	k.SecretVersion = sec.ResourceVersion
+	return k, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// ServerReconciler keeps a Server's status: its deployment identity
+// (system_identifier), read through the pool, and its conditions. It owns
+// no finalizer: the hold keeps a deleting Server (and its Secret) while
+// Roles and Databases still need it.
+type ServerReconciler struct {
+	c          lifecycle.Client
+	servers    servers
+	pool       *Pool
+	recorder   lifecycle.Recorder
+	clock      clock.PassiveClock
+	classifier *errclass.Classifier
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var srv v1alpha1.Server
+	if err := r.c.Get(ctx, req.NamespacedName, &srv); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !srv.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	base := srv.DeepCopy()
+	key, err := r.servers.key(ctx, &srv)
+	identity := ""
+	if err == nil {
+		err = r.pool.Do(ctx, key, func(ctx context.Context, c *Conn) error {
+			if err := c.Ping(ctx); err != nil {
+				return err
+			}
+			id, err := c.Identify(ctx)
+			identity = id.Deployment
+			return err
+		})
+	}
+	var na *lifecycle.NeedsAction
+	var events []metav1.Condition
+	set := func(typ string, ok bool, reason, msg string) {
+		st := metav1.ConditionFalse
+		if ok {
+			st = metav1.ConditionTrue
+		}
+		c := metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg, ObservedGeneration: srv.Generation, LastTransitionTime: metav1.NewTime(r.clock.Now())}
+		if old := meta.FindStatusCondition(srv.Status.Conditions, typ); old == nil || old.Status != st || old.Reason != reason {
+			events = append(events, c)
+		}
+		meta.SetStatusCondition(&srv.Status.Conditions, c)
+	}
+	res := reconcile.Result{RequeueAfter: ServerRecheck}
+	switch {
+	case errors.As(err, &na):
+		set(v1alpha1.ConditionSynced, false, na.Reason, na.Error())
+		set(v1alpha1.ConditionReady, false, na.Reason, na.Error())
+		res.RequeueAfter = lifecycle.DefaultRetryInterval
+	case err != nil:
+		msg := fmt.Sprintf(MessageConnectFailed, r.classifier.Classify(ctx, err), err)
+		set(v1alpha1.ConditionSynced, false, ReasonConnectFailed, msg)
+		set(v1alpha1.ConditionReady, false, ReasonConnectFailed, msg)
+		res.RequeueAfter = 2 * time.Second
+	default:
+		srv.Status.Identity = identity
+		set(v1alpha1.ConditionSynced, true, lifecycle.ReasonReconcileSuccess, lifecycle.MessageSynced)
+		set(v1alpha1.ConditionReady, true, ReasonConnected, fmt.Sprintf(MessageConnected, identity))
+	}
+	srv.Status.ObservedGeneration = srv.Generation
+	if !equalStatus(base, &srv) {
+		if err := r.c.Status().Patch(ctx, &srv, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		for _, c := range events {
+			typ := corev1.EventTypeNormal
+			if c.Status != metav1.ConditionTrue {
+				typ = corev1.EventTypeWarning
+			}
+			r.recorder.Eventf(&srv, nil, typ, c.Reason, lifecycle.ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
+		}
+	}
+	return res, nil
+}
+
+func equalStatus(a, b *v1alpha1.Server) bool {
+	if a.Status.Identity != b.Status.Identity || a.Status.ObservedGeneration != b.Status.ObservedGeneration || len(a.Status.Conditions) != len(b.Status.Conditions) {
+		return false
+	}
+	for i := range a.Status.Conditions {
+		x, y := a.Status.Conditions[i], b.Status.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}

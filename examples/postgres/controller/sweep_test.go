@@ -1,0 +1,57 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/internal/pgtarget"
+)
+
+// When the hold ends before a dependent could delete (a database kept in
+// use past the hold), the dependent is released without its delete and its
+// record stays; once the database is free, the sweeper drops it through
+// another Server proven to reach the same deployment, and removes the
+// record: nothing leaks.
+func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
+	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepInterval: time.Second})
+	w.server() // a Server in another namespace, same PostgreSQL: the sweeper's way in
+	ns := w.server()
+	d := database(ns, "d", pgtarget.RandomName("swept_"), "")
+	w.create(d)
+	w.ready(d)
+	session, err := pgxConnectAs(t, w, "finale", w.pg.Password, d.Spec.DatabaseName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = session.Close(context.Background()) }()
+
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := w.c.Delete(t.Context(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+	w.waitGone(nsObj)
+	if _, ok := w.database(d.Spec.DatabaseName); !ok {
+		t.Fatal("the database in use was dropped; the test proves nothing")
+	}
+	if w.record(string(d.UID)) == nil {
+		t.Fatal("released without delete, but the record is gone: the database would leak")
+	}
+
+	_ = session.Close(t.Context())
+	err = controlplane.WaitFor(t.Context(), wait, "sweeper drops the database and its record", func(ctx context.Context) (bool, error) {
+		_, exists := w.database(d.Spec.DatabaseName)
+		return !exists && w.record(string(d.UID)) == nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := w.leaks(); len(l) > 0 {
+		t.Errorf("leaked: %q", l)
+	}
+}

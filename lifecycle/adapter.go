@@ -1,0 +1,130 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/ledger"
+)
+
+// Connection says where an object's external resource lives.
+type Connection[K comparable] struct {
+	// Key selects the pooled client (clientpool key): everything the client
+	// is bound to at dial time, nothing secret.
+	Key K
+	// Parent is the connection object the managed object references (a
+	// Server, say), nil when it does not exist. With a hold configured it is
+	// what the hold keeps while this object still needs it.
+	Parent client.Object
+}
+
+// Observation is what the external service holds for one object.
+type Observation struct {
+	// IDs are the exact IDs of the resources carrying the object's ownership
+	// tag; empty when there is none.
+	IDs []string
+	// UpToDate reports that the resource matches the spec; ignored when IDs
+	// is empty.
+	UpToDate bool
+}
+
+// Adapter is everything the reconciler needs to know about one managed kind
+// O, reached through clients C pooled by key K. Every method that takes a C
+// is called inside the pool's Do, so its errors decide eviction.
+type Adapter[O client.Object, K comparable, C any] interface {
+	// Connect reads what obj references and returns the pool key and the
+	// parent (nil Parent, nil error when the parent is gone).
+	Connect(ctx context.Context, obj O) (Connection[K], error)
+	// Identify reads the identity of the deployment c reaches, live.
+	Identify(ctx context.Context, c C) (ledger.Identity, error)
+	// Observe finds the resources that carry tag and whether they match
+	// obj's spec. A resource with obj's name but another tag is someone
+	// else's: return an error (see NeedsAction), never adopt it.
+	Observe(ctx context.Context, c C, obj O, tag string) (Observation, error)
+	// Create creates the resource carrying tag and returns its ID.
+	Create(ctx context.Context, c C, obj O, tag string) (id string, err error)
+	// Update brings the resource with id (carrying tag) in line with obj's
+	// spec.
+	Update(ctx context.Context, c C, obj O, id, tag string) error
+	// Delete deletes the resource with id if it carries tag; a resource
+	// already gone is success (nil).
+	Delete(ctx context.Context, c C, obj O, id, tag string) error
+}
+
+// AdapterFuncs adapts functions to Adapter.
+type AdapterFuncs[O client.Object, K comparable, C any] struct {
+	ConnectFn  func(ctx context.Context, obj O) (Connection[K], error)
+	IdentifyFn func(ctx context.Context, c C) (ledger.Identity, error)
+	ObserveFn  func(ctx context.Context, c C, obj O, tag string) (Observation, error)
+	CreateFn   func(ctx context.Context, c C, obj O, tag string) (string, error)
+	UpdateFn   func(ctx context.Context, c C, obj O, id, tag string) error
+	DeleteFn   func(ctx context.Context, c C, obj O, id, tag string) error
+}
+
+// Connect calls ConnectFn.
+func (f AdapterFuncs[O, K, C]) Connect(ctx context.Context, obj O) (Connection[K], error) {
+	return f.ConnectFn(ctx, obj)
+}
+
+// Identify calls IdentifyFn.
+func (f AdapterFuncs[O, K, C]) Identify(ctx context.Context, c C) (ledger.Identity, error) {
+	return f.IdentifyFn(ctx, c)
+}
+
+// Observe calls ObserveFn.
+func (f AdapterFuncs[O, K, C]) Observe(ctx context.Context, c C, obj O, tag string) (Observation, error) {
+	return f.ObserveFn(ctx, c, obj, tag)
+}
+
+// Create calls CreateFn.
+func (f AdapterFuncs[O, K, C]) Create(ctx context.Context, c C, obj O, tag string) (string, error) {
+	return f.CreateFn(ctx, c, obj, tag)
+}
+
+// Update calls UpdateFn.
+func (f AdapterFuncs[O, K, C]) Update(ctx context.Context, c C, obj O, id, tag string) error {
+	return f.UpdateFn(ctx, c, obj, id, tag)
+}
+
+// Delete calls DeleteFn.
+func (f AdapterFuncs[O, K, C]) Delete(ctx context.Context, c C, obj O, id, tag string) error {
+	return f.DeleteFn(ctx, c, obj, id, tag)
+}
+
+// Pool runs a call with the pooled client for a key.
+// *clientpool.Pool[K, C] implements it; the interface exists so that the
+// reconciler takes the narrowest role.
+type Pool[K comparable, C any] interface {
+	Do(ctx context.Context, key K, fn func(ctx context.Context, c C) error) error
+}
+
+// NeedsAction is an error only the user can resolve (a database still in
+// use, a role that still owns objects, a name taken by someone else). Its
+// Action goes into the Synced condition's message, the reconciler keeps
+// retrying, and nothing is forced.
+type NeedsAction struct {
+	// Reason is the condition reason, a constant of the adapter's package.
+	Reason string
+	// Action says what the user must do; empty when Err already says it.
+	Action string
+	Err    error
+}
+
+func (e *NeedsAction) Error() string {
+	if e.Action == "" {
+		return e.Err.Error()
+	}
+	return e.Err.Error() + ": " + e.Action
+}
+
+// Unwrap lets errors.Is/As and errclass see the cause.
+func (e *NeedsAction) Unwrap() error { return e.Err }
+
+// asNeedsAction finds a NeedsAction in err's chain.
+func asNeedsAction(err error) (*NeedsAction, bool) {
+	var na *NeedsAction
+	ok := errors.As(err, &na)
+	return na, ok
+}

@@ -1,0 +1,135 @@
+package lifecycle_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+func newHold(t *testing.T, e *env, clk *clocktesting.FakeClock) *hold.Hold {
+	t.Helper()
+	h, err := hold.New(hold.Config{
+		Parent: &corev1.ConfigMap{}, Scheme: e.c.Scheme(), Clock: clk, Timeout: time.Minute,
+		SecretName: func(client.Object) string { return "" },
+		Dependents: []hold.Dependent{{
+			Object: &Widget{}, CleanupFinalizer: finalizer,
+			ParentName: func(o client.Object) string { return o.(*Widget).Spec.Parent },
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (e *env) parent() *corev1.ConfigMap {
+	e.t.Helper()
+	var cm corev1.ConfigMap
+	if err := e.c.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: "conn"}, &cm); err != nil {
+		e.t.Fatal(err)
+	}
+	return &cm
+}
+
+// holdParent puts the hold finalizer on the parent, as the hold's parent
+// reconciler does once a dependent exists.
+func (e *env) holdParent() {
+	e.t.Helper()
+	cm := e.parent()
+	cm.Finalizers = append(cm.Finalizers, hold.Finalizer)
+	if err := e.c.Update(e.t.Context(), cm); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// Nothing is created until the parent carries its hold: otherwise the
+// parent (and its credentials) could go before this object's cleanup.
+func TestNoCreateUntilParentHeld(t *testing.T) {
+	e := newEnv(t, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: newHold(t, e, clk)})
+	w := e.widget("a", "")
+	reconcileOnce(t, r, w)
+	if e.creates.Load() != 0 || e.roleExists(w.Spec.RoleName) {
+		t.Fatal("created before the parent was held")
+	}
+	if st, reason := condition(e.get(w), lifecycle.ConditionSynced); st != metav1.ConditionFalse || reason != lifecycle.ReasonWaitingForHold {
+		t.Errorf("Synced = %s/%s, want False/%s", st, reason, lifecycle.ReasonWaitingForHold)
+	}
+	e.holdParent()
+	reconcileOnce(t, r, w)
+	if !e.roleExists(w.Spec.RoleName) {
+		t.Error("not created once the parent was held")
+	}
+}
+
+// While the parent is deleting and held, the dependent deletes through it;
+// once the hold is over (the injected clock passes its end) a dependent is
+// released without its delete, and its record stays for the sweeper.
+func TestDeletionWithinAndAfterTheHold(t *testing.T) {
+	cases := map[string]struct {
+		advance     time.Duration
+		wantDropped bool
+	}{
+		"within the hold":    {advance: 30 * time.Second, wantDropped: true},
+		"after the hold end": {advance: 2 * time.Minute, wantDropped: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.holdParent()
+			w := e.widget("a", "")
+			if err := e.c.Delete(t.Context(), e.parent()); err != nil {
+				t.Fatal(err)
+			}
+			// The clock starts at the parent's deletion, as the hold counts.
+			clk := clocktesting.NewFakeClock(e.parent().DeletionTimestamp.Time)
+			h := newHold(t, e, clk)
+			r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: h})
+			// The parent is deleting: nothing new is created through it.
+			reconcileOnce(t, r, w)
+			if e.roleExists(w.Spec.RoleName) {
+				t.Fatal("created through a deleting parent")
+			}
+			// Create through a live-looking parent first, then delete.
+			e.holdParentAlive(t, r, w)
+			uid := e.get(w).UID
+			clk.Step(tc.advance)
+			if err := e.c.Delete(t.Context(), w); err != nil {
+				t.Fatal(err)
+			}
+			reconcileOnce(t, r, w)
+			if err := waitGone(t, e, w); err != nil {
+				t.Fatal(err)
+			}
+			if got := !e.roleExists(w.Spec.RoleName); got != tc.wantDropped {
+				t.Errorf("role dropped = %v, want %v", got, tc.wantDropped)
+			}
+			if got := e.record(uid) != nil; got == tc.wantDropped {
+				t.Errorf("record kept = %v, want %v", got, !tc.wantDropped)
+			}
+		})
+	}
+}
+
+// holdParentAlive creates w's role through a reconciler whose hold sees a
+// parent that is not deleting, so the deletion cases have something to
+// delete.
+func (e *env) holdParentAlive(t *testing.T, r *lifecycle.Reconciler[*Widget, string, *pgtarget.Target], w *Widget) {
+	t.Helper()
+	plain := e.reconciler(nil, lifecycle.Options{Ledger: e.led})
+	reconcileOnce(t, plain, w)
+	if !e.roleExists(w.Spec.RoleName) || !slices.Contains(e.get(w).Finalizers, finalizer) {
+		t.Fatal("setup: role not created")
+	}
+	_ = r
+}

@@ -1,0 +1,283 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/lifecycle"
+	"github.com/finale-dev/finale/watchdog"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func reconcileOnce(t *testing.T, r reconcile.Reconciler, w *Widget) reconcile.Result {
+	t.Helper()
+	res, err := r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+func condition(w *Widget, typ string) (metav1.ConditionStatus, string) {
+	c := meta.FindStatusCondition(w.Status.Conditions, typ)
+	if c == nil {
+		return "", ""
+	}
+	return c.Status, c.Reason
+}
+
+// The record exists, in the operator's namespace, before the create runs;
+// afterwards it holds the exact ID, and the role carries the tag.
+func TestRecordBeforeCreate(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.widget("a", "")
+	var recordAtCreate bool
+	e.createHook = func(ctx context.Context) error {
+		recordAtCreate = e.record(e.get(w).UID) != nil
+		return nil
+	}
+	reconcileOnce(t, e.reconciler(nil, lifecycle.Options{Ledger: e.led}), w)
+
+	got := e.get(w)
+	if !recordAtCreate {
+		t.Error("create ran before the cleanup record existed")
+	}
+	if !slices.Contains(got.Finalizers, finalizer) {
+		t.Errorf("finalizers %q lack %s", got.Finalizers, finalizer)
+	}
+	rec := e.record(got.UID)
+	if rec == nil {
+		t.Fatal("no record after create")
+	}
+	if diff := cmp.Diff([]string{w.Spec.RoleName}, rec.ExternalIDs); diff != "" {
+		t.Errorf("record IDs (-want +got):\n%s", diff)
+	}
+	ids, err := e.target.FindByTag(t.Context(), rec.Tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{w.Spec.RoleName}, ids); diff != "" {
+		t.Errorf("roles carrying %s (-want +got):\n%s", rec.Tag, diff)
+	}
+	if st, reason := condition(got, lifecycle.ConditionReady); st != metav1.ConditionTrue || reason != lifecycle.ReasonAvailable {
+		t.Errorf("Ready = %s/%s, want True/%s", st, reason, lifecycle.ReasonAvailable)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration %d, generation %d", got.Status.ObservedGeneration, got.Generation)
+	}
+}
+
+// No record, no create: a failed record write leaves nothing external and
+// says so in Synced; once writes work again the create happens.
+func TestFailedRecordWriteMeansNoCreate(t *testing.T) {
+	script := faultinject.NewScript(faultinject.Fault{Verb: faultinject.Create, Kind: "ConfigMap", Err: apierrors.NewServiceUnavailable("etcd is sad")})
+	e := newEnv(t, nil)
+	e.store = mustStore(t, faultinject.WrapClient(e.c, script), e.store.Namespace())
+	e.led = ledgerOn(e.store)
+	w := e.widget("a", "")
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led})
+	reconcileOnce(t, r, w)
+
+	if n := e.creates.Load(); n != 0 {
+		t.Errorf("create called %d times without a record", n)
+	}
+	if e.roleExists(w.Spec.RoleName) {
+		t.Errorf("role %s exists although its record was never written", w.Spec.RoleName)
+	}
+	if st, reason := condition(e.get(w), lifecycle.ConditionSynced); st != metav1.ConditionFalse || reason != lifecycle.ReasonRecordFailed {
+		t.Errorf("Synced = %s/%s, want False/%s", st, reason, lifecycle.ReasonRecordFailed)
+	}
+
+	script.Recover()
+	reconcileOnce(t, r, w)
+	if !e.roleExists(w.Spec.RoleName) || e.creates.Load() != 1 {
+		t.Errorf("after recovery: role exists %v, creates %d; want true, 1", e.roleExists(w.Spec.RoleName), e.creates.Load())
+	}
+}
+
+// A create whose answer is lost (the process dies between the create and
+// recording its ID) is adopted by its tag on the next reconcile: one role,
+// one create, the ID recorded, an Adopted Event.
+func TestLostCreateIsAdoptedNotDuplicated(t *testing.T) {
+	cases := map[string]struct {
+		// lose arranges for the first create's answer to be lost.
+		lose func(e *env, script *faultinject.Script)
+	}{
+		"create answer lost": {lose: func(e *env, _ *faultinject.Script) {
+			e.afterCreate = func() error { return context.DeadlineExceeded }
+		}},
+		"record ID write fails after create": {lose: func(_ *env, script *faultinject.Script) {
+			script.Add(faultinject.Fault{Verb: faultinject.Update, Kind: "ConfigMap", Err: apierrors.NewServiceUnavailable("crash")})
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			script := faultinject.NewScript()
+			e := newEnv(t, nil)
+			e.store = mustStore(t, faultinject.WrapClient(e.c, script), e.store.Namespace())
+			e.led = ledgerOn(e.store)
+			tc.lose(e, script)
+			adoptedBefore := testutil.ToFloat64(lifecycle.Creates.WithLabelValues("Widget", lifecycle.OutcomeAdopted))
+			w := e.widget("a", "")
+			r := e.reconciler(nil, lifecycle.Options{Ledger: e.led})
+			reconcileOnce(t, r, w)
+			if !e.roleExists(w.Spec.RoleName) {
+				t.Fatal("the lost create did not land; the test proves nothing")
+			}
+			if rec := e.record(e.get(w).UID); rec == nil || len(rec.ExternalIDs) != 0 {
+				t.Fatalf("record after the lost answer = %+v, want one without IDs", rec)
+			}
+			e.events.take()
+
+			e.afterCreate = nil
+			script.Recover()
+			reconcileOnce(t, r, w)
+
+			if n := e.creates.Load(); n != 1 {
+				t.Errorf("create called %d times, want 1", n)
+			}
+			rec := e.record(e.get(w).UID)
+			if rec == nil {
+				t.Fatal("record gone")
+			}
+			if diff := cmp.Diff([]string{w.Spec.RoleName}, rec.ExternalIDs); diff != "" {
+				t.Errorf("record IDs (-want +got):\n%s", diff)
+			}
+			if !slices.Contains(e.events.take(), event{"Normal", lifecycle.ReasonAdopted}) {
+				t.Error("no Adopted event")
+			}
+			if got := testutil.ToFloat64(lifecycle.Creates.WithLabelValues("Widget", lifecycle.OutcomeAdopted)) - adoptedBefore; got != 1 {
+				t.Errorf("adoptions counted: %v, want 1", got)
+			}
+		})
+	}
+}
+
+// Deletion confirms the external delete before it removes the record, and
+// removes the finalizer last; a failing or lying delete keeps both, and the
+// watchdog sees every attempt.
+func TestDeletionConfirmsBeforeReleasing(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.widget("a", "")
+	wd := watchdog.New(watchdog.Options{Scheme: e.c.Scheme()})
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Watchdog: wd})
+	reconcileOnce(t, r, w)
+	uid := e.get(w).UID
+	if err := e.c.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+
+	steps := []struct {
+		name      string
+		deleteErr func() error
+		lie       bool
+	}{
+		{name: "delete fails", deleteErr: func() error { return errors.New("connection reset by peer") }},
+		{name: "delete claims success but the role stays", lie: true},
+	}
+	for i, s := range steps {
+		e.deleteErr = s.deleteErr
+		if s.lie {
+			e.deleteErr = func() error { return errLie }
+		}
+		reconcileOnce(t, r, w)
+		got := e.get(w)
+		if !slices.Contains(got.Finalizers, finalizer) {
+			t.Fatalf("%s: finalizer removed before the delete was confirmed", s.name)
+		}
+		if e.record(uid) == nil {
+			t.Fatalf("%s: record removed before the delete was confirmed", s.name)
+		}
+		if !e.roleExists(w.Spec.RoleName) {
+			t.Fatalf("%s: role gone; the step proves nothing", s.name)
+		}
+		if st, reason := condition(got, lifecycle.ConditionSynced); st != metav1.ConditionFalse || reason != lifecycle.ReasonDeleteFailed {
+			t.Errorf("%s: Synced = %s/%s, want False/%s", s.name, st, reason, lifecycle.ReasonDeleteFailed)
+		}
+		if p := wd.Pending(); len(p) != 1 || p[0].Attempts != i+1 {
+			t.Errorf("%s: watchdog pending = %+v, want one deletion with %d attempts", s.name, p, i+1)
+		}
+	}
+
+	e.deleteErr = nil
+	reconcileOnce(t, r, w)
+	if e.roleExists(w.Spec.RoleName) {
+		t.Error("role still exists after deletion")
+	}
+	if e.record(uid) != nil {
+		t.Error("record still exists after confirmed deletion")
+	}
+	if err := waitGone(t, e, w); err != nil {
+		t.Error(err)
+	}
+	if p := wd.Pending(); len(p) != 0 {
+		t.Errorf("watchdog still tracks %+v", p)
+	}
+}
+
+// Retain lets the object go and keeps the role (and its tag), with no
+// record left for the sweeper to act on.
+func TestRetainKeepsExternalResource(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.widget("a", string(lifecycle.PolicyRetain))
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led})
+	reconcileOnce(t, r, w)
+	uid := e.get(w).UID
+	if err := e.c.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, w)
+	if err := waitGone(t, e, w); err != nil {
+		t.Fatal(err)
+	}
+	if !e.roleExists(w.Spec.RoleName) {
+		t.Error("Retain dropped the role")
+	}
+	if e.record(uid) != nil {
+		t.Error("Retain left the record: the sweeper would delete a retained role")
+	}
+}
+
+// Conditions and Events change on transitions only: a steady object is
+// reconciled with no API writes and no Events.
+func TestEventsAndWritesOnTransitionsOnly(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.widget("a", "")
+	script := faultinject.NewScript()
+	r := e.reconciler(faultinject.WrapClient(e.c, script), lifecycle.Options{Ledger: e.led})
+	reconcileOnce(t, r, w)
+	want := []event{
+		{"Normal", lifecycle.ReasonCreated},
+		{"Normal", lifecycle.ReasonReconcileSuccess},
+		{"Normal", lifecycle.ReasonAvailable},
+	}
+	if diff := cmp.Diff(want, e.events.take()); diff != "" {
+		t.Errorf("first reconcile events (-want +got):\n%s", diff)
+	}
+	// finalizer patch, status patch
+	if n := script.Writes(); n != 2 {
+		t.Errorf("first reconcile made %d writes, want 2: %+v", n, script.Calls())
+	}
+	for range 3 {
+		reconcileOnce(t, r, w)
+	}
+	if got := e.events.take(); len(got) != 0 {
+		t.Errorf("steady reconciles emitted %v", got)
+	}
+	if n := script.Writes(); n != 2 {
+		t.Errorf("steady reconciles wrote: %+v", script.Calls())
+	}
+}

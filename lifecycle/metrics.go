@@ -1,0 +1,34 @@
+package lifecycle
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Outcome label values.
+const (
+	OutcomeCreated  = "created"
+	OutcomeAdopted  = "adopted"
+	OutcomeDeleted  = "deleted"
+	OutcomeRetained = "retained"
+	OutcomeReleased = "released_without_delete"
+)
+
+var (
+	// Creates counts external resources created, and those adopted by their
+	// ownership tag after an answer was lost: adoptions that are frequent
+	// say creates time out.
+	Creates = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "finale_lifecycle_creates_total",
+		Help: "External resources created, or adopted by their ownership tag, by kind and outcome (created, adopted).",
+	}, []string{"kind", "outcome"})
+	// Finished counts cleanup finalizers removed, by how.
+	Finished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "finale_lifecycle_deletions_total",
+		Help: "Cleanup finalizers removed, by kind and outcome (deleted, retained, released_without_delete).",
+	}, []string{"kind", "outcome"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(Creates, Finished)
+}

@@ -1,0 +1,164 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DeletionPolicy says what happens to the external resource when its object
+// is deleted. It matches the string field Spec.DeletionPolicy of a managed
+// kind.
+type DeletionPolicy string
+
+// Deletion policies.
+const (
+	// PolicyDelete deletes the external resource, then lets the object go.
+	PolicyDelete DeletionPolicy = "Delete"
+	// PolicyRetain lets the object go and leaves the external resource (and
+	// its ownership tag), and removes the cleanup record so that the sweeper
+	// never deletes it either.
+	PolicyRetain DeletionPolicy = "Retain"
+)
+
+// statusFields are pointers into a managed object's status. The reconciler
+// finds them by convention (Status.Conditions []metav1.Condition,
+// Status.ObservedGeneration int64, Spec.DeletionPolicy string), the layout
+// kubebuilder projects use, so that an adapter needs no accessors.
+type statusFields struct {
+	conditions *[]metav1.Condition
+	observed   *int64
+	policy     *reflect.Value
+}
+
+var conditionsType = reflect.TypeFor[[]metav1.Condition]()
+
+// fieldsOf checks the convention on obj; a kind that does not follow it is
+// a programming error reported at construction (see New).
+func fieldsOf(obj client.Object) (statusFields, error) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return statusFields{}, fmt.Errorf("lifecycle: %T is not a pointer to a struct", obj)
+	}
+	v = v.Elem()
+	st := v.FieldByName("Status")
+	if !st.IsValid() || st.Kind() != reflect.Struct {
+		return statusFields{}, fmt.Errorf("lifecycle: %T has no Status struct field; a managed kind needs Status.Conditions and Status.ObservedGeneration", obj)
+	}
+	conds := st.FieldByName("Conditions")
+	if !conds.IsValid() || conds.Type() != conditionsType {
+		return statusFields{}, fmt.Errorf("lifecycle: %T.Status has no Conditions []metav1.Condition field", obj)
+	}
+	gen := st.FieldByName("ObservedGeneration")
+	if !gen.IsValid() || gen.Kind() != reflect.Int64 {
+		return statusFields{}, fmt.Errorf("lifecycle: %T.Status has no ObservedGeneration int64 field", obj)
+	}
+	f := statusFields{
+		conditions: conds.Addr().Interface().(*[]metav1.Condition),
+		observed:   gen.Addr().Interface().(*int64),
+	}
+	if spec := v.FieldByName("Spec"); spec.IsValid() && spec.Kind() == reflect.Struct {
+		if p := spec.FieldByName("DeletionPolicy"); p.IsValid() && p.Kind() == reflect.String {
+			f.policy = &p
+		}
+	}
+	return f, nil
+}
+
+// policyOf is obj's deletion policy; def when the kind has no such field or
+// it is empty (the API server normally defaults it).
+func policyOf(f statusFields, def DeletionPolicy) DeletionPolicy {
+	if f.policy == nil || f.policy.String() == "" {
+		return def
+	}
+	return DeletionPolicy(f.policy.String())
+}
+
+// status collects condition changes during one reconcile and writes them
+// in one patch, with an Event per transition (a changed status or reason),
+// never per reconcile.
+type status[O client.Object, K comparable, C any] struct {
+	r    *Reconciler[O, K, C]
+	obj  O
+	base client.Object
+	f    statusFields
+	// before are the conditions as read, to tell transitions from the
+	// states a reconcile passes through on its way.
+	before []metav1.Condition
+}
+
+func newStatus[O client.Object, K comparable, C any](r *Reconciler[O, K, C], obj O) *status[O, K, C] {
+	f, _ := fieldsOf(obj) // checked in New
+	s := &status[O, K, C]{r: r, obj: obj, base: obj.DeepCopyObject().(client.Object), f: f}
+	for _, c := range *f.conditions {
+		s.before = append(s.before, *c.DeepCopy())
+	}
+	return s
+}
+
+func (s *status[O, K, C]) get(t string) *metav1.Condition {
+	return meta.FindStatusCondition(*s.f.conditions, t)
+}
+
+func (s *status[O, K, C]) synced(ok bool, reason, msg string, args ...any) {
+	s.set(ConditionSynced, ok, reason, msg, args...)
+}
+
+func (s *status[O, K, C]) ready(ok bool, reason, msg string, args ...any) {
+	s.set(ConditionReady, ok, reason, msg, args...)
+}
+
+func (s *status[O, K, C]) set(t string, ok bool, reason, msg string, args ...any) {
+	st := metav1.ConditionFalse
+	if ok {
+		st = metav1.ConditionTrue
+	}
+	if len(args) > 0 {
+		msg = fmt.Sprintf(msg, args...)
+	}
+	c := metav1.Condition{
+		Type: t, Status: st, Reason: reason, Message: msg,
+		ObservedGeneration: s.obj.GetGeneration(),
+		LastTransitionTime: metav1.NewTime(s.r.o.Clock.Now()),
+	}
+	meta.SetStatusCondition(s.f.conditions, c)
+	*s.f.observed = s.obj.GetGeneration()
+}
+
+// flush patches the status if anything changed and announces transitions.
+func (s *status[O, K, C]) flush(ctx context.Context) error {
+	if reflect.DeepEqual(s.base, client.Object(s.obj)) {
+		return nil
+	}
+	if err := s.r.c.Status().Patch(ctx, s.obj, client.MergeFrom(s.base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("lifecycle: patch status: %w", err)
+	}
+	s.base = s.obj.DeepCopyObject().(client.Object)
+	// One Event per condition whose status or reason differs from what was
+	// read: a transition, never a repeat, never an intermediate state.
+	for _, t := range []string{ConditionSynced, ConditionReady} {
+		c, old := s.get(t), meta.FindStatusCondition(s.before, t)
+		if c == nil || (old != nil && old.Status == c.Status && old.Reason == c.Reason) {
+			continue
+		}
+		typ := corev1.EventTypeNormal
+		if c.Status != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		s.r.event(s.obj, typ, c.Reason, ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
+	}
+	s.before = nil
+	for _, c := range *s.f.conditions {
+		s.before = append(s.before, *c.DeepCopy())
+	}
+	return nil
+}
