@@ -34,3 +34,22 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatal("run() with no command succeeded")
 	}
 }
+
+func TestScenarioArguments(t *testing.T) {
+	var out bytes.Buffer
+	for name, args := range map[string][]string{
+		"no name":      {"scenario"},
+		"unknown name": {"scenario", "no-such-scenario"},
+		"bad flag":     {"scenario", "campaign", "--no-such-flag"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := run(t.Context(), args, &out)
+			if err == nil {
+				t.Fatalf("run(%v) succeeded", args)
+			}
+			if name != "bad flag" && !strings.Contains(err.Error(), "poisoned-client") {
+				t.Errorf("error does not list the scenarios: %v", err)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
-// Command finale runs finale's demo on a local control plane and PostgreSQL.
+// Command finale runs finale's demo and its fault scenarios on a local
+// control plane and PostgreSQL.
 //
-//	finale demo [-keep]    start the stack, show the guarantees, stop
+//	finale demo [-keep]                          start the stack, show the guarantees, stop
+//	finale scenario NAME                         one seed scenario (or its -naive counterpart)
+//	finale scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
 package main
 
 import (
@@ -17,7 +20,9 @@ import (
 const usage = `usage: finale COMMAND [flags]
 
 commands:
-  demo    start a local control plane and PostgreSQL and show finale at work
+  demo [-keep]                          start a local control plane and PostgreSQL and show finale at work
+  scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
+  scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
 `
 
 func main() {
@@ -42,6 +47,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return demo(ctx, out, *keep)
+	case "scenario":
+		return scenario(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

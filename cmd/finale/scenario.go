@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/scenarios"
+)
+
+// errInvariants is returned when a scenario's invariants did not come out as
+// its variant expects: held for guarded runs, broken for -naive ones.
+var errInvariants = errors.New("invariants did not come out as expected")
+
+// scenario runs `finale scenario NAME` or `finale scenario campaign`.
+func scenario(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("scenario", flag.ContinueOnError)
+	seed := fs.Int64("seed", 1, "campaign: the first run's seed; run i uses seed+i, so --seed S --runs 1 replays run S")
+	runs := fs.Int("runs", 20, "campaign: how many randomized runs")
+	naive := fs.Bool("naive", false, "campaign: run against the build with the guarantees off (violations expected)")
+	workers := fs.Int("workers", 0, "campaign: runs in parallel (0 is the package default)")
+	if len(args) == 0 {
+		return fmt.Errorf("name a scenario: %s, or campaign", strings.Join(scenarios.Names(), ", "))
+	}
+	name := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if name != "campaign" && !contains(scenarios.Names(), name) {
+		return fmt.Errorf("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
+	}
+
+	fmt.Fprintln(out, "-- starting the control plane and PostgreSQL")
+	cp, err := controlplane.Start(ctx, controlplane.Options{Log: out})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+	pg, err := pgserver.Start(ctx, pgserver.Options{Log: out})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = pg.Stop() }()
+	env := scenarios.Env{ControlPlane: cp, Postgres: pg}
+
+	if name == "campaign" {
+		rep, err := scenarios.Campaign(ctx, scenarios.CampaignOptions{Seed: *seed, Runs: *runs, Naive: *naive, Workers: *workers}, env, out)
+		if err != nil {
+			return err
+		}
+		if err := rep.Table(out); err != nil {
+			return err
+		}
+		if !rep.OK() {
+			return errInvariants
+		}
+		return nil
+	}
+	res, err := scenarios.Run(ctx, name, env, out)
+	if err != nil {
+		return err
+	}
+	if err := res.Table(out); err != nil {
+		return err
+	}
+	if !res.OK() {
+		return errInvariants
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package scenarios
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+)
+
+// CampaignOptions configure a randomized campaign.
+type CampaignOptions struct {
+	// Seed of the first run; run i uses Seed+i, so a failing run replays
+	// alone with Seed set to its printed seed and Runs 1.
+	Seed int64
+	// Runs is how many schedules to run; must be at least 1.
+	Runs int
+	// Steps per schedule; zero is DefaultSteps.
+	Steps int
+	// Workers is how many runs go at once, each in its own world (operator,
+	// namespace, records namespace, proxy, clock); zero is
+	// DefaultCampaignWorkers. Runs stay reproducible whatever it is: a
+	// run's schedule depends only on its seed.
+	Workers int
+	// Naive runs the schedules against the build with the guarantees
+	// switched off, to show what the campaign catches.
+	Naive bool
+}
+
+// DefaultSteps is the schedule length when CampaignOptions.Steps is zero.
+const DefaultSteps = 5
+
+// ErrRuns means CampaignOptions.Runs is below 1.
+var ErrRuns = errors.New("scenarios: CampaignOptions.Runs must be at least 1 (try --runs 20)")
+
+// Step kinds of a randomized schedule.
+const (
+	StepCreateRole     = "create-role"
+	StepCreateDatabase = "create-database"
+	StepDelete         = "delete"
+	StepDeleteSecret   = "delete-secret"
+	StepDeleteNS       = "delete-namespace"
+	StepFreeze         = "proxy-freeze"
+	StepReset          = "proxy-reset"
+	StepRefuse         = "proxy-refuse"
+	StepLatency        = "proxy-latency"
+	StepHeal           = "proxy-heal"
+	StepRestart        = "operator-restart"
+	StepPause          = "pause-workers"
+	StepClockJump      = "clock-jump"
+)
+
+var stepKinds = []string{
+	StepCreateRole, StepCreateDatabase, StepDelete, StepDelete, StepDeleteSecret, StepDeleteNS,
+	StepFreeze, StepReset, StepRefuse, StepLatency, StepHeal, StepRestart, StepPause, StepClockJump,
+}
+
+// step is one schedule entry; arg is its parameter (an object index, a
+// duration).
+type step struct {
+	kind string
+	arg  int
+}
+
+func (s step) String() string {
+	switch s.kind {
+	case StepDelete:
+		return fmt.Sprintf("%s object #%d", s.kind, s.arg)
+	case StepClockJump:
+		return fmt.Sprintf("%s +%dm", s.kind, s.arg)
+	case StepLatency:
+		return fmt.Sprintf("%s %dms", s.kind, s.arg)
+	}
+	return s.kind
+}
+
+// schedule draws a run's steps from its seed: the same seed, the same
+// schedule.
+func schedule(seed int64, n int) []step {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x66696e616c65)) // "finale"
+	out := make([]step, 0, n)
+	for range n {
+		s := step{kind: stepKinds[rng.IntN(len(stepKinds))]}
+		switch s.kind {
+		case StepDelete:
+			s.arg = rng.IntN(4)
+		case StepClockJump:
+			// Up to past the hold timeout: a release without delete
+			// must leave a record, never a leak.
+			s.arg = 1 + rng.IntN(int(holdTimeout/time.Minute)+5)
+		case StepLatency:
+			s.arg = 50 + rng.IntN(300)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Campaign runs opts.Runs randomized schedules against the reference
+// operator, each in a fresh namespace with a Server, a Role and a Database:
+// creates, deletes, Secret and namespace deletions, proxy faults (freeze,
+// reset, refuse, latency), operator restarts, paused workers and clock jumps,
+// then heals every fault, deletes the namespace and checks finished,
+// no-leak and no-wrong-delete. A failing run is reported with its seed and
+// schedule.
+func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer) (rep CampaignReport, err error) {
+	rep = CampaignReport{Result: Result{Name: "campaign", ExpectViolations: opts.Naive}}
+	if opts.Naive {
+		rep.Name += NaiveSuffix
+	}
+	if opts.Runs < 1 {
+		return rep, ErrRuns
+	}
+	if opts.Steps <= 0 {
+		opts.Steps = DefaultSteps
+	}
+	t0 := time.Now()
+	defer func() { rep.Elapsed = time.Since(t0) }()
+	out = serialized(out)
+	// Runs go campaignWorkers at a time, each world with its own operator
+	// (restricted to the run's namespace), records namespace, proxy and
+	// clock, so a fault in one run never reaches another.
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultCampaignWorkers
+	}
+	worlds := make([]*world, opts.Workers)
+	defer func() {
+		for _, w := range worlds {
+			if w != nil {
+				w.close()
+			}
+		}
+	}()
+	for i := range worlds {
+		if worlds[i], err = newWorld(ctx, env, opts.Naive); err != nil {
+			return rep, err
+		}
+	}
+	u, err := SeedUntagged(ctx, worlds[0].db, worlds[0].prefix, 2)
+	if err != nil {
+		return rep, err
+	}
+	type outcome struct {
+		seed  int64
+		sched []string
+		res   Result
+		err   error
+	}
+	outcomes := make([]outcome, opts.Runs)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for _, w := range worlds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := &outcomes[i]
+				o.seed = opts.Seed + int64(i)
+				steps := schedule(o.seed, opts.Steps)
+				for _, s := range steps {
+					o.sched = append(o.sched, s.String())
+				}
+				if err := w.campaignRun(ctx, steps, &o.res); err != nil {
+					if ctx.Err() != nil {
+						o.err = ctx.Err()
+						continue
+					}
+					o.res.add(Violation{Finished, err.Error()})
+				}
+				if o.err = w.checkEnd(ctx, &o.res, Untagged{}); o.err != nil {
+					continue
+				}
+				say(out, "run %3d seed %-6d violations %d  %v", i, o.seed, len(o.res.Violations), o.sched)
+			}
+		}()
+	}
+	for i := range opts.Runs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+	for i, o := range outcomes {
+		if o.err != nil {
+			return rep, fmt.Errorf("run %d (seed %d): %w", i, o.seed, o.err)
+		}
+		rep.Runs++
+		for k, n := range o.res.Faults {
+			for range n {
+				rep.fault(k)
+			}
+		}
+		rep.add(o.res.Violations...)
+		if len(o.res.Violations) > 0 {
+			rep.Failed = append(rep.Failed, RunRecord{Run: i, Seed: o.seed, Schedule: o.sched, Violations: o.res.Violations})
+		}
+	}
+	vs, err := CheckNoWrongDelete(ctx, worlds[0].db, u)
+	if err != nil {
+		return rep, err
+	}
+	rep.add(vs...)
+	return rep, u.Drop(ctx, worlds[0].db)
+}
+
+// DefaultCampaignWorkers is how many randomized runs go at once when
+// CampaignOptions.Workers is zero: two keep a 2-core machine busy without
+// pushing a healthy deletion past the finished bound.
+const DefaultCampaignWorkers = 2
+
+// campaignRun runs one schedule and its end: heal, delete the namespace,
+// check finished.
+func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error {
+	ns, err := w.namespace(ctx, "campaign-")
+	if err != nil {
+		return err
+	}
+	w.stop()
+	w.only = []string{ns}
+	if err := w.start(ctx, nil); err != nil {
+		return err
+	}
+	defer w.stop()
+	if err := w.server(ctx, ns); err != nil {
+		return err
+	}
+	objs := []client.Object{w.role(ns, "r0"), w.database(ns, "d0")}
+	for _, o := range objs {
+		if err := w.create(ctx, o); err != nil {
+			return err
+		}
+	}
+	if err := w.waitReady(ctx, readyTimeout, objs...); err != nil {
+		return err
+	}
+	nsGone := false
+	for i, s := range steps {
+		switch s.kind {
+		case StepCreateRole, StepCreateDatabase:
+			if nsGone {
+				continue
+			}
+			var o client.Object = w.role(ns, fmt.Sprintf("r%d", i+1))
+			if s.kind == StepCreateDatabase {
+				o = w.database(ns, fmt.Sprintf("d%d", i+1))
+			}
+			if err := w.create(ctx, o); err != nil {
+				return err
+			}
+			objs = append(objs, o)
+		case StepDelete:
+			o := objs[s.arg%len(objs)]
+			if err := client.IgnoreNotFound(w.c.Delete(ctx, o)); err != nil {
+				return err
+			}
+		case StepDeleteSecret:
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}}
+			if err := client.IgnoreNotFound(w.c.Delete(ctx, sec)); err != nil {
+				return err
+			}
+			r.fault(FaultSecretDelete)
+		case StepDeleteNS:
+			if err := w.deleteNamespace(ctx, ns); err != nil {
+				return err
+			}
+			nsGone = true
+			r.fault(FaultNSDelete)
+		case StepFreeze:
+			w.proxy.Freeze()
+			r.fault(FaultProxyFreeze)
+		case StepReset:
+			w.proxy.ResetAll()
+			r.fault(FaultProxyReset)
+		case StepRefuse:
+			w.proxy.Refuse(true)
+			r.fault(FaultProxyRefuse)
+		case StepLatency:
+			w.proxy.SetLatency(time.Duration(s.arg) * time.Millisecond)
+			r.fault(FaultProxyLatency)
+		case StepHeal:
+			w.heal()
+		case StepRestart:
+			w.stop()
+			if err := w.start(ctx, nil); err != nil {
+				return err
+			}
+			r.fault(FaultRestart)
+		case StepPause:
+			// Every worker of the operator stops while the schedule goes
+			// on; the next restart or the end of the schedule resumes.
+			w.stop()
+			r.fault(FaultPausedWorkers)
+		case StepClockJump:
+			w.clock.Step(time.Duration(s.arg) * time.Minute)
+			r.fault(FaultClockJump)
+		}
+		w.settle(ctx, objs)
+	}
+	w.heal()
+	if err := w.start(ctx, nil); err != nil {
+		return err
+	}
+	if err := w.deleteNamespace(ctx, ns); err != nil {
+		return err
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	vs, err := CheckFinished(ctx, w.c, w.env.bound(), nsObj)
+	if err != nil {
+		return err
+	}
+	r.add(vs...)
+	if len(vs) > 0 {
+		return w.release(ctx, ns)
+	}
+	return nil
+}
+
+// heal undoes every proxy fault. The operator is restarted by the caller.
+func (w *world) heal() {
+	w.proxy.Thaw()
+	w.proxy.Refuse(false)
+	w.proxy.SetLatency(0)
+}
+
+// settle gives the operator a moment to act on the last step: it waits,
+// briefly and without failing, until every object is Ready or gone, so
+// faults land on an operator that is working rather than idle.
+func (w *world) settle(ctx context.Context, objs []client.Object) {
+	_ = controlplane.WaitFor(ctx, 2*time.Second, "objects settled", func(ctx context.Context) (bool, error) {
+		for _, o := range objs {
+			err := w.c.Get(ctx, client.ObjectKeyFromObject(o), o)
+			if client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+			if err == nil && !ready(o) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
