@@ -22,7 +22,17 @@
 //   - Newer attempt, rewritten record. Observe rewrites the record when the
 //     attempt time is newer than the recorded one even if the IDs did not
 //     change (seed follow-up 9), so a settle window never counts from an
-//     older attempt. IDs are only ever added.
+//     older attempt. IDs are only ever added. Create stamps the attempt
+//     time in the write before the external create, which is that rewrite
+//     for its own attempt: the write after the create only adds IDs.
+//   - Declared IDs. CreateDeclared puts IDs the caller knows before the
+//     create into that same write, so a create returning exactly them needs
+//     no second write (a Role's lifecycle: two record writes, not three);
+//     an ID the create returns that was not declared is still recorded
+//     after it. A declared ID whose create never succeeded stays recorded
+//     (IDs are only ever added, and a create whose answer was lost may have
+//     made it), so declare only IDs whose Delete checks the ownership tag:
+//     deleting one that does not exist is success.
 //   - Confirmed delete, then removal. Cleanup proves the deployment, deletes
 //     every recorded ID and every tagged resource, proves the deployment again
 //     (the proof and the deletes are separate requests that may reach
@@ -47,6 +57,15 @@
 // create attempt), so an admin can read it with kubectl. Updates are
 // conditional on resourceVersion. Store is a four-method interface so that a
 // CRD-backed store can follow.
+//
+// Writes read only when they must. The write before a create first tries
+// to create the record (conditional on there being none: AlreadyExists is a
+// conflict) and reads only after that conflict; the write after the create
+// starts from the version the first write returned and reads only after a
+// conflict. A record changed meanwhile is therefore never overwritten: its
+// newer version makes the conditional write fail, and the retry reads it.
+// Cleanup still reads the record first, because the recorded IDs are what
+// it must delete.
 //
 // The ownership tag is "finale:<lower-case kind>:<owner uid>". It is
 // deterministic (a retry computes the same tag) and unique to the object (it

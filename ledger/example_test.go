@@ -40,3 +40,18 @@ func ExampleTag() {
 	fmt.Println(ledger.Tag(ledger.Owner{Kind: "Role", UID: "6b1f0c2e-0000-4000-8000-000000000001"}))
 	// Output: finale:role:6b1f0c2e-0000-4000-8000-000000000001
 }
+
+// A create whose ID is known in advance (a name the caller chooses, carrying
+// the tag): the ID goes into the record written before the create, and no
+// write follows a create that returns it.
+func ExampleLedger_CreateDeclared() {
+	run := func(ctx context.Context, l *ledger.Ledger, conn ledger.Conn, owner ledger.Owner, name string,
+		createInService func(ctx context.Context, name, tag string) error) error {
+		id := name + "@" + ledger.Tag(owner) // what the create will return
+		_, err := l.CreateDeclared(ctx, owner, conn, []string{id}, func(ctx context.Context, tag string) ([]string, error) {
+			return []string{id}, createInService(ctx, name, tag)
+		})
+		return err
+	}
+	_ = run
+}

@@ -106,6 +106,29 @@ func (l *Ledger) Store() Store { return l.store }
 // When create fails its error is returned and the record stays, so the
 // sweeper can resolve the attempt by tag if the owner goes away.
 func (l *Ledger) Create(ctx context.Context, owner Owner, conn Conn, create CreateFunc) (*Record, error) {
+	return l.create(ctx, owner, conn, nil, create)
+}
+
+// CreateDeclared is Create for a caller that knows, before creating, the
+// IDs the create will return (a name the caller chooses, for example): the
+// declared IDs go into the write-ahead record together with the attempt
+// time, so that a create returning exactly them needs no second write. IDs
+// the create returns that were not declared are recorded after it, as with
+// Create; a declared ID that never comes to exist stays recorded, and
+// Cleanup and the sweeper then find it already gone.
+//
+// Declare only IDs whose delete cannot reach someone else's resource: a
+// Target's Delete must check the ownership tag, or the ID must be unique to
+// the owner, because a recorded ID is deleted even when this owner's create
+// never made it.
+func (l *Ledger) CreateDeclared(ctx context.Context, owner Owner, conn Conn, declared []string, create CreateFunc) (*Record, error) {
+	if len(declared) == 0 || slices.Contains(declared, "") {
+		return nil, fmt.Errorf("ledger: CreateDeclared for %s: declared IDs %q must be non-empty (use Create when the IDs are not known before the create)", owner, declared)
+	}
+	return l.create(ctx, owner, conn, declared, create)
+}
+
+func (l *Ledger) create(ctx context.Context, owner Owner, conn Conn, declared []string, create CreateFunc) (*Record, error) {
 	if err := owner.validate(); err != nil {
 		return nil, err
 	}
@@ -114,19 +137,23 @@ func (l *Ledger) Create(ctx context.Context, owner Owner, conn Conn, create Crea
 		return nil, err
 	}
 	now := l.clock.Now()
-	rec, err := l.update(ctx, owner.UID, func(r *Record) (bool, error) {
+	// The attempt time set here is the follow-up 9 rewrite: it is part of
+	// the write-ahead write, so the write after the create has nothing left
+	// to add when the IDs were declared.
+	rec, err := l.update(ctx, owner.UID, nil, func(r *Record) (bool, error) {
 		if r == nil {
 			return true, nil
 		}
 		if !Proves(id, r.Deployment, r.Proof) {
 			return false, fmt.Errorf("%w: %s was recorded in deployment %s, connection reaches %s", ErrNotProven, owner, r.Deployment, id.Deployment)
 		}
+		r.merge(declared)
 		r.LastCreateAttempt = now
 		return true, nil
 	}, func() *Record {
 		return &Record{
 			Schema: SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: Commit(id),
-			Tag: Tag(owner), CreatedAt: now, LastCreateAttempt: now,
+			Tag: Tag(owner), ExternalIDs: slices.Clone(declared), CreatedAt: now, LastCreateAttempt: now,
 		}
 	})
 	if err != nil {
@@ -145,14 +172,14 @@ func (l *Ledger) Create(ctx context.Context, owner Owner, conn Conn, create Crea
 			// Keep whatever IDs a partial create returned; the tag covers
 			// the rest. The create's error is what the caller needs.
 			if ids = slices.DeleteFunc(ids, func(s string) bool { return s == "" }); len(ids) > 0 {
-				if r, rerr := l.record(ctx, owner.UID, id, ids, now); rerr == nil {
+				if r, rerr := l.record(ctx, rec, owner.UID, id, ids, now); rerr == nil {
 					rec = r
 				}
 			}
 			return rec, err
 		}
 	}
-	return l.record(ctx, owner.UID, id, ids, now)
+	return l.record(ctx, rec, owner.UID, id, ids, now)
 }
 
 // Observe records ids seen in the deployment conn reaches, for an owner whose
@@ -166,14 +193,17 @@ func (l *Ledger) Observe(ctx context.Context, uid types.UID, conn Identifier, id
 	if err != nil {
 		return nil, err
 	}
-	return l.record(ctx, uid, id, ids, attempt)
+	return l.record(ctx, nil, uid, id, ids, attempt)
 }
 
-func (l *Ledger) record(ctx context.Context, uid types.UID, id Identity, ids []string, attempt time.Time) (*Record, error) {
+// record adds ids and a newer attempt to uid's record. known, when not nil,
+// is the record as this ledger last wrote it: it is tried first, without a
+// read, and a conflict falls back to reading.
+func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, id Identity, ids []string, attempt time.Time) (*Record, error) {
 	if slices.Contains(ids, "") {
 		return nil, fmt.Errorf("ledger: empty external ID in %q", ids)
 	}
-	return l.update(ctx, uid, func(r *Record) (bool, error) {
+	return l.update(ctx, uid, known, func(r *Record) (bool, error) {
 		if r == nil {
 			return false, fmt.Errorf("%w for uid %s: create the record (Ledger.Create) before creating anything", ErrNotFound, uid)
 		}
@@ -189,19 +219,36 @@ func (l *Ledger) record(ctx context.Context, uid types.UID, id Identity, ids []s
 	}, nil)
 }
 
-// update reads the record, lets mutate change it (r is nil when there is
-// none; then fresh, if not nil, makes one) and writes it when mutate reports a
-// change, retrying on conflicts.
-func (l *Ledger) update(ctx context.Context, uid types.UID, mutate func(r *Record) (bool, error), fresh func() *Record) (*Record, error) {
+// update lets mutate change the record (r is nil when there is none; then
+// fresh, if not nil, makes one) and writes it when mutate reports a change,
+// retrying on conflicts. The first attempt reads nothing when it can guess:
+// from known (the record as this ledger last wrote it, so its version is
+// the one the write is conditional on), or, with fresh and no known, that
+// there is no record yet (the create is conditional on that). A wrong guess
+// costs one conflicting write and then reads, as every retry does. A guess
+// that needs no write returns known unchanged: nothing newer than what the
+// ledger itself wrote can lack what mutate would add, because records only
+// grow.
+func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutate func(r *Record) (bool, error), fresh func() *Record) (*Record, error) {
 	var err error
-	for range conflictRetries {
+	guess := known != nil || fresh != nil
+	for attempt := range conflictRetries + 1 {
 		var r *Record
-		r, err = l.store.Get(ctx, uid)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case attempt == 0 && known != nil:
+			r = known.DeepCopy()
+		case attempt == 0 && guess:
 			r = nil
-		case err != nil:
-			return nil, err
+		case attempt == 0:
+			continue // no guess: the read attempts below
+		default:
+			r, err = l.store.Get(ctx, uid)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				r = nil
+			case err != nil:
+				return nil, err
+			}
 		}
 		changed, merr := mutate(r)
 		if merr != nil {

@@ -53,14 +53,51 @@ type Adapter[O client.Object, K comparable, C any] interface {
 	Delete(ctx context.Context, c C, obj O, id, tag string) error
 }
 
-// AdapterFuncs adapts functions to Adapter.
+// Declarer is an optional extension of Adapter for kinds whose external ID
+// is known before the create (a name taken from the spec, say). The
+// reconciler then writes the ID into the cleanup record with the write that
+// precedes the create (ledger.Ledger.CreateDeclared), so a create that
+// returns that ID needs no second record write; a create that returns
+// another ID still gets it recorded.
+//
+// Declare only an ID whose Delete checks the ownership tag (or that is
+// unique to obj): a recorded ID is deleted even when the create never made
+// it.
+type Declarer[O client.Object] interface {
+	// DeclareID returns the ID Create will return for obj and tag, and
+	// false when it cannot be known in advance.
+	DeclareID(obj O, tag string) (id string, ok bool)
+}
+
+// TagFinder is an optional extension of Adapter: the IDs of the resources
+// carrying tag, without what Observe also reads to compare them with the
+// spec. The ledger's lookups by tag (before a create, before and after a
+// delete) use it when the adapter has it, saving that read; otherwise they
+// call Observe.
+type TagFinder[C any] interface {
+	// FindByTag returns the exact IDs of the resources carrying tag, none
+	// when there is none (the IDs Observe would return).
+	FindByTag(ctx context.Context, c C, tag string) ([]string, error)
+}
+
+// AdapterFuncs adapts functions to Adapter. It implements Declarer too:
+// with DeclareIDFn nil it declares nothing.
 type AdapterFuncs[O client.Object, K comparable, C any] struct {
-	ConnectFn  func(ctx context.Context, obj O) (Connection[K], error)
-	IdentifyFn func(ctx context.Context, c C) (ledger.Identity, error)
-	ObserveFn  func(ctx context.Context, c C, obj O, tag string) (Observation, error)
-	CreateFn   func(ctx context.Context, c C, obj O, tag string) (string, error)
-	UpdateFn   func(ctx context.Context, c C, obj O, id, tag string) error
-	DeleteFn   func(ctx context.Context, c C, obj O, id, tag string) error
+	ConnectFn   func(ctx context.Context, obj O) (Connection[K], error)
+	IdentifyFn  func(ctx context.Context, c C) (ledger.Identity, error)
+	ObserveFn   func(ctx context.Context, c C, obj O, tag string) (Observation, error)
+	CreateFn    func(ctx context.Context, c C, obj O, tag string) (string, error)
+	UpdateFn    func(ctx context.Context, c C, obj O, id, tag string) error
+	DeleteFn    func(ctx context.Context, c C, obj O, id, tag string) error
+	DeclareIDFn func(obj O, tag string) (string, bool)
+}
+
+// DeclareID calls DeclareIDFn; false when it is nil.
+func (f AdapterFuncs[O, K, C]) DeclareID(obj O, tag string) (string, bool) {
+	if f.DeclareIDFn == nil {
+		return "", false
+	}
+	return f.DeclareIDFn(obj, tag)
 }
 
 // Connect calls ConnectFn.

@@ -238,7 +238,9 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 
 // create writes the record first and creates only once it is durable; the
 // ledger looks for the tag again after the write, so an earlier attempt
-// whose answer was lost is adopted, never duplicated.
+// whose answer was lost is adopted, never duplicated. An adapter that
+// declares the ID has it written with the record, saving the write after
+// the create.
 func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, tag string) (string, error) {
 	var id string
 	createFn := func(ctx context.Context, tag string) ([]string, error) {
@@ -251,6 +253,12 @@ func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, tag string
 	if r.o.Ledger == nil {
 		_, err := createFn(ctx, tag)
 		return id, err
+	}
+	if d, ok := r.adapter.(Declarer[O]); ok {
+		if declared, ok := d.DeclareID(obj, tag); ok && declared != "" {
+			_, err := r.o.Ledger.CreateDeclared(ctx, r.owner(obj), r.target(c, obj), []string{declared}, createFn)
+			return id, err
+		}
 	}
 	_, err := r.o.Ledger.Create(ctx, r.owner(obj), r.target(c, obj), createFn)
 	return id, err
@@ -357,24 +365,24 @@ func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, tag strin
 			return err
 		}
 	}
-	obs, err := r.adapter.Observe(ctx, c, obj, tag)
+	ids, err := r.findByTag(ctx, c, obj, tag)
 	if err != nil {
 		return err
 	}
-	for _, id := range obs.IDs {
+	for _, id := range ids {
 		if err := r.adapter.Delete(ctx, c, obj, id, tag); err != nil && r.o.Classifier.Classify(ctx, err) != errclass.NotFound {
 			return err
 		}
 	}
-	if len(obs.IDs) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
-	left, err := r.adapter.Observe(ctx, c, obj, tag)
+	left, err := r.findByTag(ctx, c, obj, tag)
 	if err != nil {
 		return err
 	}
-	if len(left.IDs) > 0 {
-		return fmt.Errorf("lifecycle: %q still carry tag %s after delete", left.IDs, tag)
+	if len(left) > 0 {
+		return fmt.Errorf("lifecycle: %q still carry tag %s after delete", left, tag)
 	}
 	return nil
 }
@@ -468,15 +476,21 @@ func (r *Reconciler[O, K, C]) owner(obj O) ledger.Owner {
 // target binds the adapter to one client for the ledger.
 func (r *Reconciler[O, K, C]) target(c C, obj O) ledger.Target {
 	return ledger.TargetFuncs{
-		IdentifyFn: func(ctx context.Context) (ledger.Identity, error) { return r.adapter.Identify(ctx, c) },
-		FindByTagFn: func(ctx context.Context, tag string) ([]string, error) {
-			obs, err := r.adapter.Observe(ctx, c, obj, tag)
-			return obs.IDs, err
-		},
+		IdentifyFn:  func(ctx context.Context) (ledger.Identity, error) { return r.adapter.Identify(ctx, c) },
+		FindByTagFn: func(ctx context.Context, tag string) ([]string, error) { return r.findByTag(ctx, c, obj, tag) },
 		DeleteFn: func(ctx context.Context, id string) error {
 			return r.adapter.Delete(ctx, c, obj, id, ledger.Tag(r.owner(obj)))
 		},
 	}
+}
+
+// findByTag is the adapter's TagFinder when it has one, else Observe's IDs.
+func (r *Reconciler[O, K, C]) findByTag(ctx context.Context, c C, obj O, tag string) ([]string, error) {
+	if f, ok := r.adapter.(TagFinder[C]); ok {
+		return f.FindByTag(ctx, c, tag)
+	}
+	obs, err := r.adapter.Observe(ctx, c, obj, tag)
+	return obs.IDs, err
 }
 
 func (r *Reconciler[O, K, C]) event(obj O, typ, reason, action, note string, args ...interface{}) {

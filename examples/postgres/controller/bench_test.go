@@ -53,6 +53,7 @@ func lifecycleRun(b *testing.B, o controller.Options, n int) (time.Duration, flo
 		}
 		return true
 	})
+	readyAt := time.Since(start)
 	if err := w.c.DeleteAllOf(b.Context(), &v1alpha1.Role{}, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func lifecycleRun(b *testing.B, o controller.Options, n int) (time.Duration, flo
 				byVerb[string(c.Verb)+" "+c.Kind+errString(c.Err)]++
 			}
 		}
-		b.Logf("naive=%v writes by verb: %v", o.Naive, byVerb)
+		b.Logf("naive=%v all Ready after %s, all gone %s later; writes by verb: %v", o.Naive, readyAt, elapsed-readyAt, byVerb)
 	}
 	return elapsed, float64(script.Writes()-srvWrites) / float64(n)
 }

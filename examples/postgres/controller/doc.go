@@ -17,7 +17,14 @@
 //     read once per session (a session talks to one backend for life).
 //   - Roles and Databases carry their ownership tag (COMMENT ON ROLE /
 //     DATABASE, "finale:<kind>:<uid>"); an existing object without it is
-//     never adopted, altered or dropped (NotOwned).
+//     never adopted, altered or dropped (NotOwned on create and alter). A
+//     drop by ID ("<name>@<tag>") of a name that another tag now holds
+//     leaves that role alone and counts as done: the role the ID names
+//     (that name carrying that tag) does not exist.
+//   - The Role adapter declares its ID before creating (it is
+//     "<name>@<tag>", known in advance), so the cleanup record is written
+//     once before the create and not again after it; it implements
+//     lifecycle.TagFinder so the ledger's lookups by tag are one query.
 //   - Dropping a database in use, or a role that still owns objects, is a
 //     Conflict put in the Synced condition with what the user must do, and
 //     retried; sessions are never terminated and nothing is reassigned.

@@ -35,6 +35,13 @@ func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag s
 	return lifecycle.Observation{IDs: externalIDs(ids, tag), UpToDate: upToDate}, actionable(err)
 }
 
+// FindByTag is Observe without the comparison with the spec: the ledger's
+// lookups by tag need the IDs only, one query instead of two.
+func (roleAdapter) FindByTag(ctx context.Context, c *Conn, tag string) ([]string, error) {
+	ids, err := catalog.FindRolesByTag(ctx, c, tag)
+	return externalIDs(ids, tag), actionable(err)
+}
+
 func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (string, error) {
 	spec, err := a.spec(ctx, r)
 	if err != nil {
@@ -52,7 +59,7 @@ func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, t
 }
 
 func (roleAdapter) Delete(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
-	return actionable(catalog.DropRole(ctx, c, r.Spec.RoleName, tag))
+	return actionable(dropRole(ctx, c, r.Spec.RoleName, tag))
 }
 
 func (a roleAdapter) spec(ctx context.Context, r *v1alpha1.Role) (catalog.RoleSpec, error) {
@@ -65,4 +72,13 @@ func connLimit(r *v1alpha1.Role) int32 {
 		return -1
 	}
 	return *r.Spec.ConnectionLimit
+}
+
+// DeclareID lets the record hold the role's ID before the create, saving the
+// record write after it: the ID is the spec name plus the tag, and a drop
+// by ID checks the tag (dropRole), so a recorded ID whose create failed,
+// because the name is someone else's say, neither touches their role nor
+// blocks the deletion.
+func (roleAdapter) DeclareID(r *v1alpha1.Role, tag string) (string, bool) {
+	return externalID(r.Spec.RoleName, tag), true
 }

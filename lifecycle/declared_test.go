@@ -1,0 +1,158 @@
+package lifecycle_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+// puts counts the record writes that reach the store.
+type puts struct {
+	ledger.Store
+	n atomic.Int32
+}
+
+func (p *puts) Put(ctx context.Context, r *ledger.Record) error {
+	p.n.Add(1)
+	return p.Store.Put(ctx, r)
+}
+
+// finder is the tiny adapter plus TagFinder, counting which of the two
+// lookups the reconciler and the ledger use.
+type finder struct {
+	lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target]
+	observes, finds atomic.Int32
+}
+
+func (f *finder) Observe(ctx context.Context, t *pgtarget.Target, w *Widget, tag string) (lifecycle.Observation, error) {
+	f.observes.Add(1)
+	return f.AdapterFuncs.Observe(ctx, t, w, tag)
+}
+
+func (f *finder) FindByTag(ctx context.Context, t *pgtarget.Target, tag string) ([]string, error) {
+	f.finds.Add(1)
+	return t.FindByTag(ctx, tag)
+}
+
+// An adapter that declares its ID gets it into the record before the
+// create (the write the create waits for), saves the record write after
+// the create when the create returns that ID, and still gets a different
+// returned ID recorded; cleanup then deletes both (the declared one that
+// never existed counts as gone) and removes the record.
+func TestDeclaredIDs(t *testing.T) {
+	cases := map[string]struct {
+		// declare derives the declared ID from the role name.
+		declare  func(role string) string
+		wantIDs  func(role string) []string
+		wantPuts int32
+	}{
+		"no declaration: the IDs are written after the create": {
+			wantIDs:  func(role string) []string { return []string{role} },
+			wantPuts: 2,
+		},
+		"declared ID returned: no write after the create": {
+			declare:  func(role string) string { return role },
+			wantIDs:  func(role string) []string { return []string{role} },
+			wantPuts: 1,
+		},
+		"another ID returned: recorded after the create": {
+			declare:  func(role string) string { return role + "_declared" },
+			wantIDs:  func(role string) []string { return []string{role + "_declared", role} },
+			wantPuts: 2,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			store := &puts{Store: e.store}
+			a := e.adapter().(lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target])
+			if tc.declare != nil {
+				a.DeclareIDFn = func(w *Widget, _ string) (string, bool) { return tc.declare(w.Spec.RoleName), true }
+			}
+			w := e.widget("d", "")
+			var atCreate []string
+			e.createHook = func(ctx context.Context) error {
+				if rec := e.record(e.get(w).UID); rec != nil {
+					atCreate = rec.ExternalIDs
+				}
+				return nil
+			}
+			r, err := lifecycle.New(e.c, func() *Widget { return &Widget{} }, a, e.pool,
+				lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: ledgerOn(store)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			reconcileOnce(t, r, w)
+			role := w.Spec.RoleName
+			if tc.declare != nil && !slices.Contains(atCreate, tc.declare(role)) {
+				t.Errorf("record at create time holds %q, want the declared %s", atCreate, tc.declare(role))
+			}
+			if n := store.n.Load(); n != tc.wantPuts {
+				t.Errorf("record writes for a create: %d, want %d", n, tc.wantPuts)
+			}
+			rec := e.record(e.get(w).UID)
+			if rec == nil {
+				t.Fatal("no record after create")
+			}
+			if diff := cmp.Diff(tc.wantIDs(role), rec.ExternalIDs); diff != "" {
+				t.Errorf("record IDs (-want +got):\n%s", diff)
+			}
+
+			if err := e.c.Delete(t.Context(), w); err != nil {
+				t.Fatal(err)
+			}
+			reconcileOnce(t, r, w)
+			if err := waitGone(t, e, w); err != nil {
+				t.Fatal(err)
+			}
+			if e.roleExists(role) {
+				t.Errorf("role %s survived the deletion", role)
+			}
+			if rec := e.record(rec.Owner.UID); rec != nil {
+				t.Errorf("record stays after the confirmed delete: %+v", rec)
+			}
+		})
+	}
+}
+
+// The ledger's lookups by tag go through TagFinder when the adapter has
+// it: Observe runs only where the reconciler needs the comparison with the
+// spec.
+func TestTagFinderServesTheLedgersLookups(t *testing.T) {
+	e := newEnv(t, nil)
+	f := &finder{AdapterFuncs: e.adapter().(lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target])}
+	r, err := lifecycle.New(e.c, func() *Widget { return &Widget{} }, lifecycle.Adapter[*Widget, string, *pgtarget.Target](f), e.pool,
+		lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: e.led})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.widget("f", "")
+	reconcileOnce(t, r, w)
+	// Create: the reconciler observes once; the ledger looks once more,
+	// after writing the record.
+	if diff := cmp.Diff([2]int32{1, 1}, [2]int32{f.observes.Load(), f.finds.Load()}); diff != "" {
+		t.Errorf("create: [observes finds] (-want +got):\n%s", diff)
+	}
+	uid := e.get(w).UID
+	if err := e.c.Delete(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, w)
+	if err := waitGone(t, e, w); err != nil {
+		t.Fatal(err)
+	}
+	// Delete: the ledger looks before and after deleting; no Observe.
+	if diff := cmp.Diff([2]int32{1, 3}, [2]int32{f.observes.Load(), f.finds.Load()}); diff != "" {
+		t.Errorf("after delete: [observes finds] (-want +got):\n%s", diff)
+	}
+	if e.roleExists(w.Spec.RoleName) || e.record(uid) != nil {
+		t.Error("role or record left after the deletion")
+	}
+}
