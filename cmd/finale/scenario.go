@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -31,7 +32,7 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if name != "campaign" && !contains(scenarios.Names(), name) {
+	if name != "campaign" && !slices.Contains(scenarios.Names(), name) {
 		return fmt.Errorf("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
 	}
 

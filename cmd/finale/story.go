@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -35,6 +36,7 @@ import (
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/scenarios"
 )
 
 const (
@@ -69,6 +71,7 @@ type story struct {
 	db     *pgx.Conn
 	scheme *runtime.Scheme
 	steps  []step
+	uids   map[string]bool // of every object the demo created
 }
 
 func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane, pg *pgserver.Server) error {
@@ -83,7 +86,7 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	ctrllog.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(lf, prefix, args) }, funcr.Options{}))
 	fmt.Fprintf(out, "operator log:  %s\n", logFile)
 
-	s := &story{out: out, cp: cp, pg: pg, scheme: runtime.NewScheme()}
+	s := &story{out: out, cp: cp, pg: pg, scheme: runtime.NewScheme(), uids: map[string]bool{}}
 	utilruntime.Must(clientgoscheme.AddToScheme(s.scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(s.scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s.scheme))
@@ -118,7 +121,7 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	}
 	defer func() { stop() }()
 
-	for _, f := range []func(context.Context) (step, error){s.create, s.poisoned} {
+	for _, f := range []func(context.Context) (step, error){s.createAll, s.poisoned} {
 		if err := s.run(ctx, f); err != nil {
 			return err
 		}
@@ -201,7 +204,7 @@ func (s *story) startOperator(ctx context.Context, script *faultinject.Script) (
 	}, nil
 }
 
-func (s *story) create(ctx context.Context) (step, error) {
+func (s *story) createAll(ctx context.Context) (step, error) {
 	st := step{name: "1. create a Server, its Secret, 20 Roles, 5 Databases"}
 	s.say("\n== %s", st.name)
 	host, port, _ := strings.Cut(s.proxy.Addr(), ":")
@@ -233,7 +236,7 @@ func (s *story) create(ctx context.Context) (step, error) {
 	}
 	s.say("proxy %s -> PostgreSQL %s; the Server points at the proxy", s.proxy.Addr(), s.pg.Addr())
 	for _, o := range objs {
-		if err := s.c.Create(ctx, o); err != nil {
+		if err := s.create(ctx, o); err != nil {
 			return st, err
 		}
 	}
@@ -297,7 +300,7 @@ func (s *story) crashDuringCreates(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	for i := range extraRoles {
-		if err := s.c.Create(ctx, role(fmt.Sprintf("extra-%02d", i))); err != nil {
+		if err := s.create(ctx, role(fmt.Sprintf("extra-%02d", i))); err != nil {
 			stop()
 			return nil, err
 		}
@@ -348,7 +351,7 @@ func (s *story) deleteNamespace(ctx context.Context) (step, error) {
 	err = controlplane.WaitFor(ctx, stepTimeout, "namespace "+demoNamespace+" to be gone", func(ctx context.Context) (bool, error) {
 		var srv v1alpha1.Server
 		if err := s.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "pg"}, &srv); err == nil {
-			if srv.DeletionTimestamp != nil && contains(srv.Finalizers, hold.Finalizer) && !held {
+			if srv.DeletionTimestamp != nil && slices.Contains(srv.Finalizers, hold.Finalizer) && !held {
 				held = true
 				s.say("the Server is terminating and held (%s) while Roles and Databases clean up", hold.Finalizer)
 			}
@@ -375,15 +378,6 @@ func (s *story) deleteNamespace(ctx context.Context) (step, error) {
 		st.note = "the hold was not observed"
 	}
 	return st, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // waitReady waits until the namespace has the given numbers of Ready Roles
@@ -422,59 +416,40 @@ func ready(cs []metav1.Condition) bool {
 	return false
 }
 
+// scope is what the demo created: PostgreSQL names it chose, and the UIDs of
+// its objects (a database half-way through its create has a pending name).
+func (s *story) scope() scenarios.Scope {
+	return scenarios.Scope{NamePrefix: "demo_", OwnerUIDs: s.uids}
+}
+
 // tagged counts the roles and databases in PostgreSQL that carry a finale
 // ownership tag.
 func (s *story) tagged(ctx context.Context) (roles, dbs int, err error) {
-	err = s.db.QueryRow(ctx, `
-		SELECT
-		  (SELECT count(*) FROM pg_roles r JOIN pg_shdescription d ON d.objoid = r.oid AND d.classoid = 'pg_authid'::regclass WHERE d.description LIKE 'finale:%'),
-		  (SELECT count(*) FROM pg_database b JOIN pg_shdescription d ON d.objoid = b.oid AND d.classoid = 'pg_database'::regclass WHERE d.description LIKE 'finale:%')`).Scan(&roles, &dbs)
+	ts, err := scenarios.ListTagged(ctx, s.db, s.scope())
+	for _, t := range ts {
+		if t.Kind == "role" {
+			roles++
+		} else {
+			dbs++
+		}
+	}
 	return roles, dbs, err
 }
 
 // leaked counts tagged objects in PostgreSQL with neither a live owner
 // object nor a cleanup record: the "no leak" invariant.
 func (s *story) leaked(ctx context.Context) (int, error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT d.description FROM pg_shdescription d
-		WHERE d.description LIKE 'finale:%' AND d.classoid IN ('pg_authid'::regclass, 'pg_database'::regclass)`)
-	if err != nil {
-		return 0, err
+	v, err := scenarios.CheckNoLeak(ctx, s.db, s.c, recordsNamespace, s.scope())
+	return len(v), err
+}
+
+// create creates obj and remembers its UID for the leak checks.
+func (s *story) create(ctx context.Context, obj client.Object) error {
+	if err := s.c.Create(ctx, obj); err != nil {
+		return err
 	}
-	tags, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, err
-	}
-	live := map[string]bool{}
-	var rl v1alpha1.RoleList
-	var dl v1alpha1.DatabaseList
-	if err := s.c.List(ctx, &rl); err != nil {
-		return 0, err
-	}
-	if err := s.c.List(ctx, &dl); err != nil {
-		return 0, err
-	}
-	for _, r := range rl.Items {
-		live[string(r.UID)] = true
-	}
-	for _, d := range dl.Items {
-		live[string(d.UID)] = true
-	}
-	var records corev1.ConfigMapList
-	if err := s.c.List(ctx, &records, client.InNamespace(recordsNamespace)); err != nil {
-		return 0, err
-	}
-	for _, cm := range records.Items {
-		live[strings.TrimPrefix(cm.Name, "finale-cleanup-")] = true
-	}
-	n := 0
-	for _, t := range tags {
-		uid := t[strings.LastIndex(t, ":")+1:]
-		if !live[uid] {
-			n++
-		}
-	}
-	return n, nil
+	s.uids[string(obj.GetUID())] = true
+	return nil
 }
 
 // counter sums a counter over all its label values in controller-runtime's
