@@ -56,11 +56,13 @@ const (
 	StepRestart        = "operator-restart"
 	StepPause          = "pause-workers"
 	StepClockJump      = "clock-jump"
+	StepStaleEvents    = "stale-events"
 )
 
 var stepKinds = []string{
 	StepCreateRole, StepCreateDatabase, StepDelete, StepDelete, StepDeleteSecret, StepDeleteNS,
 	StepFreeze, StepReset, StepRefuse, StepLatency, StepHeal, StepRestart, StepPause, StepClockJump,
+	StepStaleEvents,
 }
 
 // step is one schedule entry; arg is its parameter (an object index, a
@@ -76,7 +78,7 @@ func (s step) String() string {
 		return fmt.Sprintf("%s object #%d", s.kind, s.arg)
 	case StepClockJump:
 		return fmt.Sprintf("%s +%dm", s.kind, s.arg)
-	case StepLatency:
+	case StepLatency, StepStaleEvents:
 		return fmt.Sprintf("%s %dms", s.kind, s.arg)
 	}
 	return s.kind
@@ -98,6 +100,8 @@ func schedule(seed int64, n int) []step {
 			s.arg = 1 + rng.IntN(int(holdTimeout/time.Minute)+5)
 		case StepLatency:
 			s.arg = 50 + rng.IntN(300)
+		case StepStaleEvents:
+			s.arg = 200 + rng.IntN(1800)
 		}
 		out = append(out, s)
 	}
@@ -107,8 +111,8 @@ func schedule(seed int64, n int) []step {
 // Campaign runs opts.Runs randomized schedules against the reference
 // operator, each in a fresh namespace with a Server, a Role and a Database:
 // creates, deletes, Secret and namespace deletions, proxy faults (freeze,
-// reset, refuse, latency), operator restarts, paused workers and clock jumps,
-// then heals every fault, deletes the namespace and checks finished,
+// reset, refuse, latency), operator restarts, paused workers, delayed watch
+// events and clock jumps, then heals every fault, deletes the namespace and checks finished,
 // no-leak and no-wrong-delete. A failing run is reported with its seed and
 // schedule.
 func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer) (rep CampaignReport, err error) {
@@ -299,13 +303,22 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 			}
 			r.fault(FaultRestart)
 		case StepPause:
-			// Every worker of the operator stops while the schedule goes
-			// on; the next restart or the end of the schedule resumes.
-			w.stop()
-			r.fault(FaultPausedWorkers)
+			// The Role controller's workers stop while the Database and
+			// Server controllers, the hold and the sweeper go on; the next
+			// restart or the end of the schedule resumes.
+			if w.pauseRole() {
+				r.fault(FaultPausedWorkers)
+			}
 		case StepClockJump:
 			w.clock.Step(time.Duration(s.arg) * time.Minute)
 			r.fault(FaultClockJump)
+		case StepStaleEvents:
+			// The Role controller sees its Roles' changes late (the
+			// Database and Server controllers on time) until the next
+			// heal or restart: it acts on a stale view meanwhile.
+			if w.delayRoleEvents(time.Duration(s.arg) * time.Millisecond) {
+				r.fault(FaultStaleEvents)
+			}
 		}
 		w.settle(ctx, objs)
 	}
@@ -330,6 +343,8 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 
 // heal undoes every proxy fault. The operator is restarted by the caller.
 func (w *world) heal() {
+	w.resumeRole()
+	w.delayRoleEvents(0)
 	w.proxy.Thaw()
 	w.proxy.Refuse(false)
 	w.proxy.SetLatency(0)

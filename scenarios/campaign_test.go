@@ -11,17 +11,20 @@ import (
 	"github.com/finale-dev/finale/scenarios"
 )
 
-// Crash after every write: every API write of a Role's and a Database's
-// lifecycle, enumerated by a recording run, is followed once by a crash
-// and a clean restart; no run leaks, leaves a deletion unfinished or drops
-// an untagged object.
+// Crash after every write and external call: every API write of a Role's
+// and a Database's lifecycle, and an evenly spaced sample of its PostgreSQL
+// statements (12 of a Role's ~56, 8 of a Database's ~61, to keep the suite's
+// time; CrashAfterEveryWrite crashes after every one),
+// enumerated by a recording run, is followed once by a crash and a clean
+// restart; no run leaks, leaves a deletion unfinished or drops an untagged
+// object.
 func TestCrashAfterEveryWrite(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []scenarios.Kind{scenarios.KindRole, scenarios.KindDatabase} {
+	for kind, maxExternal := range map[scenarios.Kind]int{scenarios.KindRole: 12, scenarios.KindDatabase: 8} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			rep, err := scenarios.CrashAfterEveryWrite(t.Context(), kind, env(t), &out)
+			rep, err := scenarios.CrashCampaign(t.Context(), scenarios.CrashOptions{Kind: kind, MaxExternal: maxExternal}, env(t), &out)
 			var table bytes.Buffer
 			_ = rep.Table(&table)
 			t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
@@ -31,11 +34,21 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 			if len(rep.Writes) < 4 {
 				t.Fatalf("the recording run enumerated %d writes (%v); a lifecycle makes more, the campaign proves little", len(rep.Writes), rep.Writes)
 			}
-			if rep.Runs != len(rep.Writes) {
-				t.Errorf("runs %d, want one per write (%d)", rep.Runs, len(rep.Writes))
+			if len(rep.Externals) < 4 {
+				t.Fatalf("the recording run enumerated %d external calls (%v); a lifecycle makes more, the campaign proves little", len(rep.Externals), rep.Externals)
 			}
-			if crashed := rep.Faults[scenarios.FaultCrash]; crashed < len(rep.Writes)/2 {
-				t.Errorf("only %d of %d crash points were reached", crashed, len(rep.Writes))
+			wantExternal := len(rep.Externals)
+			if maxExternal > 0 {
+				wantExternal = min(maxExternal, wantExternal)
+			}
+			if rep.ExternalRuns != wantExternal {
+				t.Errorf("external crash runs %d, want %d of %d", rep.ExternalRuns, wantExternal, len(rep.Externals))
+			}
+			if points := len(rep.Writes) + rep.ExternalRuns; rep.Runs != points {
+				t.Errorf("runs %d, want one per write and external call (%d)", rep.Runs, points)
+			}
+			if crashed, points := rep.Faults[scenarios.FaultCrash], len(rep.Writes)+rep.ExternalRuns; crashed < points/2 {
+				t.Errorf("only %d of %d crash points were reached", crashed, points)
 			}
 			if diff := cmp.Diff([]scenarios.Violation(nil), rep.Violations); diff != "" {
 				t.Errorf("violations (-want +got):\n%s", diff)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,93 @@ type Write struct {
 
 func (w Write) String() string { return fmt.Sprintf("%s %s #%d", w.Verb, w.Kind, w.Nth) }
 
+// External is one PostgreSQL statement the operator ran, as the recording
+// run saw it: the Nth round trip of this statement text (whitespace
+// collapsed, quoted identifiers and literals masked as "?" and '?').
+type External struct {
+	SQL string
+	Nth int
+}
+
+func (e External) String() string {
+	q := e.SQL
+	if len(q) > 40 {
+		q = q[:40] + "..."
+	}
+	return fmt.Sprintf("SQL %q #%d", q, e.Nth)
+}
+
+// crashPoint is one crash run's choice: after an API write or after an
+// external call (exactly one is set).
+type crashPoint struct {
+	write    *Write
+	external *External
+}
+
+func (p crashPoint) String() string {
+	if p.write != nil {
+		return p.write.String()
+	}
+	return p.external.String()
+}
+
+// statements numbers the operator's statements as a statement hook sees
+// them and, when armed with a target, fires onCrash once right after the
+// target's round trip. Safe for concurrent use (reconciles of both
+// controllers run statements at once).
+type statements struct {
+	target  *External
+	onCrash func()
+
+	mu      sync.Mutex // guards seen, calls and crashed
+	seen    map[string]int
+	calls   []External
+	crashed bool
+}
+
+func newStatements(target *External, onCrash func()) *statements {
+	return &statements{target: target, onCrash: onCrash, seen: map[string]int{}}
+}
+
+func (s *statements) hook(_ context.Context, sql string, _ error) {
+	q := normalizeSQL(sql)
+	s.mu.Lock()
+	s.seen[q]++
+	e := External{SQL: q, Nth: s.seen[q]}
+	s.calls = append(s.calls, e)
+	fire := !s.crashed && s.target != nil && *s.target == e
+	if fire {
+		s.crashed = true
+	}
+	s.mu.Unlock()
+	if fire {
+		s.onCrash()
+	}
+}
+
+// literals matches quoted identifiers and string literals: object names
+// carry a per-run random prefix or uid, so the statement text alone, with
+// them masked, is what identifies a statement across runs.
+var literals = regexp.MustCompile(`"(?:[^"]|"")*"|'(?:[^']|'')*'`)
+
+// normalizeSQL collapses whitespace and masks identifiers and literals.
+func normalizeSQL(sql string) string {
+	q := strings.Join(strings.Fields(sql), " ")
+	return literals.ReplaceAllStringFunc(q, func(m string) string { return m[:1] + "?" + m[:1] })
+}
+
+func (s *statements) Crashed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crashed
+}
+
+func (s *statements) Calls() []External {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]External(nil), s.calls...)
+}
+
 // RunRecord is one campaign run that broke an invariant, with what it takes
 // to replay it.
 type RunRecord struct {
@@ -57,6 +146,11 @@ type CampaignReport struct {
 	// Writes are the operator's API writes the recording run enumerated
 	// (crash campaigns only).
 	Writes []Write
+	// Externals are the operator's PostgreSQL statements the recording run
+	// enumerated (crash campaigns only); ExternalRuns is how many of them
+	// got a crash run (all unless CrashOptions.MaxExternal sampled them).
+	Externals    []External
+	ExternalRuns int
 	// NotReached counts crash runs whose chosen write never came (the
 	// operator's writes vary a little from run to run).
 	NotReached int
@@ -71,7 +165,8 @@ func (c CampaignReport) Table(w io.Writer) error {
 		return err
 	}
 	if len(c.Writes) > 0 {
-		fmt.Fprintf(w, "  writes enumerated: %d; crash points not reached: %d\n", len(c.Writes), c.NotReached)
+		fmt.Fprintf(w, "  writes enumerated: %d; external calls enumerated: %d (%d crashed after); crash points not reached: %d\n",
+			len(c.Writes), len(c.Externals), c.ExternalRuns, c.NotReached)
 	}
 	for _, f := range c.Failed {
 		fmt.Fprintf(w, "  FAILED run %d seed %d\n", f.Run, f.Seed)
@@ -87,11 +182,28 @@ func (c CampaignReport) Table(w io.Writer) error {
 
 // CrashAfterEveryWrite runs kind's lifecycle (create, update, delete, then
 // another create and its namespace's deletion) once with a recording
-// client to enumerate every API write the operator makes, then once per
-// write crashing the operator right after it lands (its caches and
-// connection pool dropped), restarting it clean, letting it heal, and
-// checking no-leak, finished and no-wrong-delete.
-func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer) (rep CampaignReport, err error) {
+// client and a recording statement hook to enumerate every API write and
+// every PostgreSQL statement the operator makes, then once per write and
+// once per statement crashing the operator right after it lands (its
+// caches and connection pool dropped), restarting it clean, letting it
+// heal, and checking no-leak, finished and no-wrong-delete.
+func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer) (CampaignReport, error) {
+	return CrashCampaign(ctx, CrashOptions{Kind: kind}, env, out)
+}
+
+// CrashOptions configure CrashCampaign.
+type CrashOptions struct {
+	Kind Kind
+	// MaxExternal, when positive, caps the external crash points at an
+	// evenly spaced, deterministic sample of that many (the first and last
+	// always included); zero crashes after every one. API writes are never
+	// sampled.
+	MaxExternal int
+}
+
+// CrashCampaign is CrashAfterEveryWrite with options.
+func CrashCampaign(ctx context.Context, o CrashOptions, env Env, out io.Writer) (rep CampaignReport, err error) {
+	kind := o.Kind
 	rep = CampaignReport{Result: Result{Name: CrashRole}}
 	if kind == KindDatabase {
 		rep.Name = CrashDatabase
@@ -127,6 +239,8 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 		return rep, err
 	}
 	w.only = []string{ns}
+	stmts := newStatements(nil, nil)
+	w.setStatements(stmts.hook)
 	if err := w.start(ctx, rec); err != nil {
 		return rep, err
 	}
@@ -135,10 +249,19 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 	}
 	w.stop()
 	rep.Writes = writesOf(rec.Calls())
-	say(out, "recording run: the %s lifecycle made %d API writes", kind, len(rep.Writes))
-	if len(rep.Writes) == 0 {
-		return rep, fmt.Errorf("recording run saw no writes; the campaign would prove nothing")
+	rep.Externals = stmts.Calls()
+	say(out, "recording run: the %s lifecycle made %d API writes and %d external calls", kind, len(rep.Writes), len(rep.Externals))
+	if len(rep.Writes) == 0 || len(rep.Externals) == 0 {
+		return rep, fmt.Errorf("recording run saw %d writes and %d external calls; the campaign would prove nothing", len(rep.Writes), len(rep.Externals))
 	}
+	var points []crashPoint
+	for i := range rep.Writes {
+		points = append(points, crashPoint{write: &rep.Writes[i]})
+	}
+	for _, i := range sample(len(rep.Externals), o.MaxExternal) {
+		points = append(points, crashPoint{external: &rep.Externals[i]})
+	}
+	rep.ExternalRuns = len(points) - len(rep.Writes)
 
 	// Crash runs go crashWorkers at a time, each world with its own
 	// operator restricted to its own namespaces, records and proxy.
@@ -147,7 +270,7 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 		res     Result
 		err     error
 	}
-	outcomes := make([]outcome, len(rep.Writes))
+	outcomes := make([]outcome, len(points))
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for _, w := range worlds {
@@ -156,12 +279,12 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 			defer wg.Done()
 			for i := range next {
 				o := &outcomes[i]
-				o.crashed, o.err = w.crashRun(ctx, kind, rep.Writes[i], &o.res)
-				say(out, "run %2d: crash after %-28s crashed=%-5v violations=%d", i, rep.Writes[i], o.crashed, len(o.res.Violations))
+				o.crashed, o.err = w.crashRun(ctx, kind, points[i], &o.res)
+				say(out, "run %2d: crash after %-28s crashed=%-5v violations=%d", i, points[i], o.crashed, len(o.res.Violations))
 			}
 		}()
 	}
-	for i := range rep.Writes {
+	for i := range points {
 		select {
 		case next <- i:
 		case <-ctx.Done():
@@ -174,7 +297,7 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 	}
 	for i, o := range outcomes {
 		if o.err != nil {
-			return rep, fmt.Errorf("crash after %s: %w", rep.Writes[i], o.err)
+			return rep, fmt.Errorf("crash after %s: %w", points[i], o.err)
 		}
 		rep.Runs++
 		if o.crashed {
@@ -185,7 +308,7 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 		}
 		rep.add(o.res.Violations...)
 		if len(o.res.Violations) > 0 {
-			rep.Failed = append(rep.Failed, RunRecord{Run: i, Schedule: []string{"crash after " + rep.Writes[i].String()}, Violations: o.res.Violations})
+			rep.Failed = append(rep.Failed, RunRecord{Run: i, Schedule: []string{"crash after " + points[i].String()}, Violations: o.res.Violations})
 		}
 	}
 	vs, err := CheckNoWrongDelete(ctx, w.db, u)
@@ -199,20 +322,55 @@ func CrashAfterEveryWrite(ctx context.Context, kind Kind, env Env, out io.Writer
 // crashWorkers is how many crash runs go at once.
 const crashWorkers = 2
 
+// sample picks at most max of n indexes, evenly spaced, first and last
+// included; max <= 0 or max >= n is all of them.
+func sample(n, max int) []int {
+	var out []int
+	if max <= 0 || max >= n {
+		for i := range n {
+			out = append(out, i)
+		}
+		return out
+	}
+	if max == 1 {
+		return []int{0}
+	}
+	for k := range max {
+		i := k * (n - 1) / (max - 1)
+		if len(out) == 0 || out[len(out)-1] != i {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // crashRun runs the lifecycle once in a fresh namespace, crashing the
-// operator right after wr, and checks the invariants into r. An error is a
+// operator right after p, and checks the invariants into r. An error is a
 // harness failure; a step that does not finish in time is a violation.
-func (w *world) crashRun(ctx context.Context, kind Kind, wr Write, r *Result) (bool, error) {
+func (w *world) crashRun(ctx context.Context, kind Kind, p crashPoint, r *Result) (bool, error) {
 	ns, err := w.namespace(ctx, "crash-")
 	if err != nil {
 		return false, err
 	}
 	w.only = []string{ns}
-	script := faultinject.NewScript(faultinject.Fault{Verb: wr.Verb, Kind: wr.Kind, Nth: wr.Nth, Crash: true})
+	var fired func() bool
+	var script *faultinject.Script
+	if p.write != nil {
+		wr := *p.write
+		script = faultinject.NewScript(faultinject.Fault{Verb: wr.Verb, Kind: wr.Kind, Nth: wr.Nth, Crash: true})
+		fired = script.Crashed
+	} else {
+		// The statement has landed when the hook hears of it; cancelling
+		// the operator's manager there is the crash, exactly as a
+		// Script's OnCrash does after an API write.
+		stmts := newStatements(p.external, w.crash)
+		w.setStatements(stmts.hook)
+		fired = stmts.Crashed
+	}
 	if err := w.start(ctx, script); err != nil {
 		return false, err
 	}
-	crashed, err := w.lifecycleWithCrash(ctx, kind, ns, script)
+	crashed, err := w.lifecycleWithCrash(ctx, kind, ns, fired)
 	if ctx.Err() != nil {
 		return crashed, ctx.Err()
 	}
@@ -220,7 +378,7 @@ func (w *world) crashRun(ctx context.Context, kind Kind, wr Write, r *Result) (b
 		// A step that did not finish within the bound after the restart
 		// is the "finished" invariant broken, not a harness failure:
 		// record it, free the namespace, go on.
-		r.add(Violation{Finished, fmt.Sprintf("crash after %s: %v", wr, err)})
+		r.add(Violation{Finished, fmt.Sprintf("crash after %s: %v", p, err)})
 		if err := w.release(ctx, ns); err != nil {
 			return crashed, err
 		}
@@ -246,7 +404,7 @@ func writesOf(calls []faultinject.Call) []Write {
 // lifecycleWithCrash runs the lifecycle while a watcher restarts the
 // operator clean as soon as the script's crash fires. It reports whether
 // the crash fired.
-func (w *world) lifecycleWithCrash(ctx context.Context, kind Kind, ns string, script *faultinject.Script) (bool, error) {
+func (w *world) lifecycleWithCrash(ctx context.Context, kind Kind, ns string, crashedFn func() bool) (bool, error) {
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var restartErr error
@@ -254,7 +412,7 @@ func (w *world) lifecycleWithCrash(ctx context.Context, kind Kind, ns string, sc
 	go func() {
 		defer wg.Done()
 		err := controlplane.WaitFor(rctx, time.Hour, "the scripted crash", func(context.Context) (bool, error) {
-			return script.Crashed(), nil
+			return crashedFn(), nil
 		})
 		if err != nil {
 			return
@@ -265,7 +423,7 @@ func (w *world) lifecycleWithCrash(ctx context.Context, kind Kind, ns string, sc
 	err := w.lifecycleIn(ctx, kind, ns)
 	cancel()
 	wg.Wait()
-	crashed := script.Crashed()
+	crashed := crashedFn()
 	w.stop()
 	return crashed, errors.Join(err, restartErr)
 }

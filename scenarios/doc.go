@@ -47,11 +47,24 @@
 // what a Script can match; a run whose Nth call never comes (the operator's
 // writes vary slightly between runs) is counted as not reached.
 //
+// The same recording run also enumerates every external call: the operator's
+// PostgreSQL statements, heard through controller.Options.Statements (called
+// after each statement's round trip: Exec, a QueryRow's Scan, Query). A
+// statement is identified as "the Nth round trip of this SQL text" (whitespace
+// collapsed), and one more run per statement crashes the operator right after
+// it, the same way (its manager cancelled from the hook), restarts it and
+// checks the invariants. CrashCampaign's MaxExternal samples the statements
+// evenly (first and last kept) when a caller, such as the test suite, must
+// bound the time; CrashAfterEveryWrite crashes after every one.
+//
 // Campaign draws K schedules from a seed (run i uses Seed+i, math/rand/v2 PCG,
 // so a failing run replays alone with its printed seed and Runs 1): creates,
 // deletes, Secret and namespace deletions, proxy freeze, reset, refuse and
-// latency, operator restarts, paused workers and clock jumps (past the hold
-// timeout too). Every fault is healed before the namespace is deleted and the
+// latency, operator restarts, paused workers (the Role controller's alone),
+// stale views (the Role controller's watch events delayed by up to two
+// seconds, faultinject.EventFault put in through
+// controller.Options.WrapEventHandler) and clock jumps (past the hold timeout
+// too). Every fault is healed before the namespace is deleted and the
 // invariants checked.
 //
 // # Decisions
@@ -61,14 +74,20 @@
 //     worlds side by side, each operator's caches restricted to its own
 //     namespaces, which halves its wall time without the runs seeing each
 //     other.
-//   - "Paused workers" in the randomized campaign stops the whole operator
-//     while the schedule goes on (resumed by the next restart or at the end):
-//     controller.Setup exposes no per-controller gate. The G3 scenario pauses
-//     one controller's workers with faultinject.Gate, as its seed requires.
-//   - External calls (PostgreSQL statements) are not enumerated as crash points:
-//     the operator's PostgreSQL session is not behind a recording interface.
-//     A crash after each API write covers the record writes that bracket every
-//     external create and drop.
+//   - "Paused workers" in the randomized campaign pauses the Role controller's
+//     workers alone (a faultinject.Gate put in through
+//     controller.Options.WrapReconciler) while the Database and Server
+//     controllers, the hold and the sweeper go on; the next heal, restart or
+//     the end of the schedule resumes them. The G3 scenario pauses one
+//     controller's workers with faultinject.Gate too, as its seed requires.
+//   - An external crash point fires after the statement's round trip, not
+//     before its reply is lost: "the call landed, the process died before it
+//     recorded that" is the case the cleanup records must cover. Statements
+//     the crashed operator still starts fail on its cancelled context.
+//   - Stale views delay the Role controller's events rather than drop them:
+//     a dropped deletion event is seen again only at the informer's resync
+//     (hours), so a dropped-events step would need a restart to heal and
+//     proves what the restart step already does.
 //   - The naive runs clean up after themselves (leaked roles and databases are
 //     dropped, stuck finalizers removed) so later runs and leak checks start
 //     clean.

@@ -26,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
@@ -113,6 +115,17 @@ type world struct {
 	// uids of every Role and Database this run created, for the leak
 	// check's scope.
 	uids map[string]bool
+	// stmts, when set, is the next operator's statement hook (the crash
+	// campaign's external crash points); start consumes it, so a restart
+	// runs without it.
+	stmts func(ctx context.Context, sql string, err error)
+	// gate pauses the running operator's Role controller workers alone
+	// (the randomized campaign's "paused workers"); each start makes a new
+	// one, so a restart resumes.
+	gate *faultinject.Gate
+	// events delays the running operator's Role controller's watch events
+	// (the randomized campaign's stale views); each start makes a new one.
+	events *faultinject.EventFault
 }
 
 func newScheme() *runtime.Scheme {
@@ -211,7 +224,25 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 		return fmt.Errorf("operator manager: %w", err)
 	}
 	var clk clock.Clock = w.clock
+	stmts := w.stmts
+	w.stmts = nil
+	gate := &faultinject.Gate{}
+	events := &faultinject.EventFault{}
 	op, err := controller.Setup(mgr, controller.Options{
+		Statements: stmts,
+		WrapReconciler: func(name string, r reconcile.Reconciler) reconcile.Reconciler {
+			if name != controller.ControllerRole {
+				return r
+			}
+			gate.Inner = r
+			return gate
+		},
+		WrapEventHandler: func(name string, h handler.EventHandler) handler.EventHandler {
+			if name != controller.ControllerRole {
+				return h
+			}
+			return events.Handler(h)
+		},
 		RecordsNamespace:   w.recNS,
 		Naive:              w.naive,
 		Clock:              clk,
@@ -234,7 +265,7 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 	if script != nil {
 		script.OnCrash = cancel
 	}
-	w.cancel, w.done, w.op = cancel, done, op
+	w.cancel, w.done, w.op, w.gate, w.events = cancel, done, op, gate, events
 	return nil
 }
 
@@ -242,7 +273,7 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 func (w *world) stop() {
 	w.mu.Lock()
 	cancel, done, op := w.cancel, w.done, w.op
-	w.cancel, w.done, w.op = nil, nil, nil
+	w.cancel, w.done, w.op, w.gate, w.events = nil, nil, nil, nil, nil
 	w.mu.Unlock()
 	if cancel == nil {
 		return
@@ -397,4 +428,56 @@ func serialized(out io.Writer) io.Writer {
 		return nil
 	}
 	return &lockedWriter{w: out}
+}
+
+// pauseRole pauses the running operator's Role controller workers, if it
+// runs: reconciles already running finish, new ones wait until resumeRole,
+// a restart or the operator's stop.
+func (w *world) pauseRole() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate == nil {
+		return false
+	}
+	w.gate.Pause()
+	return true
+}
+
+// resumeRole lets the Role controller's waiting reconciles run.
+func (w *world) resumeRole() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gate != nil {
+		w.gate.Resume()
+	}
+}
+
+// setStatements arms the next start's statement hook.
+func (w *world) setStatements(f func(ctx context.Context, sql string, err error)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stmts = f
+}
+
+// crash cancels the running operator's manager without waiting, as a
+// Script's OnCrash does: callable from a reconcile goroutine.
+func (w *world) crash() {
+	w.mu.Lock()
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// delayRoleEvents delays the running operator's Role controller's watch
+// events by d (0 delivers at once), if it runs.
+func (w *world) delayRoleEvents(d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.events == nil {
+		return false
+	}
+	w.events.SetDelay(d)
+	return true
 }

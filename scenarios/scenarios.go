@@ -37,6 +37,7 @@ const (
 	FaultSecretDelete  = "secret-delete"
 	FaultServerDelete  = "server-delete"
 	FaultNSDelete      = "namespace-delete"
+	FaultStaleEvents   = "stale-events"
 )
 
 // ErrUnknown is returned by Run for a name Names does not list.

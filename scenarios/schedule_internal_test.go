@@ -88,3 +88,41 @@ func TestCampaignTablePrintsFailingSeed(t *testing.T) {
 		}
 	}
 }
+
+// The external crash points' sample is deterministic, evenly spaced and
+// keeps the first and last statement; no cap is every statement.
+func TestSample(t *testing.T) {
+	for name, c := range map[string]struct {
+		n, max int
+		want   []int
+	}{
+		"no cap":        {n: 4, max: 0, want: []int{0, 1, 2, 3}},
+		"cap over n":    {n: 3, max: 5, want: []int{0, 1, 2}},
+		"cap of one":    {n: 5, max: 1, want: []int{0}},
+		"evenly spaced": {n: 10, max: 4, want: []int{0, 3, 6, 9}},
+		"first, last":   {n: 7, max: 2, want: []int{0, 6}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(c.want, sample(c.n, c.max)); diff != "" {
+				t.Errorf("sample(%d, %d) (-want +got):\n%s", c.n, c.max, diff)
+			}
+		})
+	}
+}
+
+// The statement hook numbers statements by their collapsed text and
+// crashes once, right after the target's round trip, never again.
+func TestStatementsCrashOnceAfterTarget(t *testing.T) {
+	crashes := 0
+	s := newStatements(&External{SQL: `DROP ROLE "?"`, Nth: 2}, func() { crashes++ })
+	for _, q := range []string{"SELECT 1", `DROP ROLE   "p1_a"`, "SELECT 1", "DROP\n\tROLE \"p2_\"\"b\"", `DROP ROLE "c"`, `COMMENT ON ROLE "x" IS 'it''s'`} {
+		s.hook(t.Context(), q, nil)
+	}
+	want := []External{{"SELECT 1", 1}, {`DROP ROLE "?"`, 1}, {"SELECT 1", 2}, {`DROP ROLE "?"`, 2}, {`DROP ROLE "?"`, 3}, {`COMMENT ON ROLE "?" IS '?'`, 1}}
+	if diff := cmp.Diff(want, s.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if crashes != 1 || !s.Crashed() {
+		t.Errorf("crashes %d, Crashed %v; want 1, true", crashes, s.Crashed())
+	}
+}

@@ -59,6 +59,17 @@ type Conn struct {
 	// talks to one backend for its whole life, so its identity cannot
 	// change under it (a switch-over breaks the session instead).
 	id *ledger.Identity
+	// hook, when set, hears of every statement's round trip (see
+	// PoolOptions.Statements); set at dial, read-only after.
+	hook func(ctx context.Context, sql string, err error)
+}
+
+// heard tells the hook, if any, that a statement's round trip ended.
+// Called without mu, so a hook may stop the operator.
+func (c *Conn) heard(ctx context.Context, sql string, err error) {
+	if c.hook != nil {
+		c.hook(ctx, sql, err)
+	}
 }
 
 var _ catalog.Querier = (*Conn)(nil)
@@ -66,9 +77,11 @@ var _ catalog.Querier = (*Conn)(nil)
 // Exec implements catalog.Querier.
 func (c *Conn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	tag, err := c.conn.Exec(ctx, sql, args...)
-	return tag, c.closed(err)
+	err = c.closed(err)
+	c.mu.Unlock()
+	c.heard(ctx, sql, err)
+	return tag, err
 }
 
 // closed marks an error after which the session is dead (pgx closes it on
@@ -84,7 +97,7 @@ func (c *Conn) closed(err error) error {
 // QueryRow implements catalog.Querier; the session is released by Scan.
 func (c *Conn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.mu.Lock()
-	return lockedRow{row: c.conn.QueryRow(ctx, sql, args...), c: c}
+	return lockedRow{row: c.conn.QueryRow(ctx, sql, args...), c: c, ctx: ctx, sql: sql}
 }
 
 // Query implements catalog.Querier; the session is released by Close.
@@ -94,19 +107,29 @@ func (c *Conn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	if err != nil {
 		err = c.closed(err)
 		c.mu.Unlock()
+		c.heard(ctx, sql, err)
 		return nil, err
 	}
+	// The statement was sent and its first reply read: that is the round
+	// trip a crash right after it must follow.
+	c.heard(ctx, sql, nil)
 	return &lockedRows{Rows: rows, unlock: c.mu.Unlock}, nil
 }
 
+// lockedRow's round trip ends in Scan: pgx sends the query in QueryRow but
+// reports its outcome only there.
 type lockedRow struct {
 	row pgx.Row
 	c   *Conn
+	ctx context.Context
+	sql string
 }
 
 func (r lockedRow) Scan(dest ...any) error {
-	defer r.c.mu.Unlock()
-	return r.c.closed(r.row.Scan(dest...))
+	err := r.c.closed(r.row.Scan(dest...))
+	r.c.mu.Unlock()
+	r.c.heard(r.ctx, r.sql, err)
+	return err
 }
 
 type lockedRows struct {
@@ -198,6 +221,11 @@ type PoolOptions struct {
 	// Classifier classifies call errors for eviction; nil is
 	// errclass.New(catalog.Classify).
 	Classifier *errclass.Classifier
+	// Statements, when set, is called after each statement's round trip
+	// (Exec, a QueryRow's Scan, Query) with its SQL and outcome, outside
+	// the session's lock; the fault campaigns crash the operator from it.
+	// Nil costs nothing.
+	Statements func(ctx context.Context, sql string, err error)
 }
 
 // ErrCredentials is wrapped when the credential Secret lacks a key.
@@ -214,7 +242,7 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	}
 	opts := clientpool.Options[Key, *Conn]{
 		Name:        o.Name,
-		Dial:        clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) { return dial(ctx, r, k) }),
+		Dial:        clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) { return dial(ctx, r, k, o.Statements) }),
 		Close:       clientpool.CloseFn[*Conn](func(c *Conn) error { return c.Close() }),
 		CallTimeout: o.CallTimeout,
 		IdleTimeout: 10 * time.Minute,
@@ -227,7 +255,7 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	return clientpool.New(opts)
 }
 
-func dial(ctx context.Context, r client.Reader, k Key) (*Conn, error) {
+func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error)) (*Conn, error) {
 	var s corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Secret}, &s); err != nil {
 		return nil, fmt.Errorf("read credential Secret %s/%s: %w", k.Namespace, k.Secret, err)
@@ -251,5 +279,5 @@ func dial(ctx context.Context, r client.Reader, k Key) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", k, err)
 	}
-	return &Conn{conn: conn}, nil
+	return &Conn{conn: conn, hook: hook}, nil
 }

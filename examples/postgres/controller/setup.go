@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -55,7 +56,27 @@ type Options struct {
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
 	SkipNameValidation bool
+	// Statements, when set, hears of every PostgreSQL statement (see
+	// PoolOptions.Statements); for the fault campaigns.
+	Statements func(ctx context.Context, sql string, err error)
+	// WrapReconciler, when set, wraps each controller's reconciler
+	// (controller is ControllerRole, ControllerDatabase or
+	// ControllerServer), so that a harness can pause one controller's
+	// workers while the others run. It must return a non-nil reconciler.
+	WrapReconciler func(controller string, r reconcile.Reconciler) reconcile.Reconciler
+	// WrapEventHandler, when set, wraps the event handler of each
+	// controller's primary watch (its own kind), so that a harness can
+	// delay or drop the events one controller sees. It must return a
+	// non-nil handler.
+	WrapEventHandler func(controller string, h handler.EventHandler) handler.EventHandler
 }
+
+// The controllers' names, as WrapReconciler sees them.
+const (
+	ControllerRole     = "postgres-role"
+	ControllerDatabase = "postgres-database"
+	ControllerServer   = "postgres-server"
+)
 
 // Operator is what Setup wired, for tests and the demo.
 type Operator struct {
@@ -80,7 +101,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	}
 	scheme := mgr.GetScheme()
 	classifier := errclass.New(catalog.Classify)
-	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier})
+	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements})
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +164,21 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
+	wrap := func(name string, r reconcile.Reconciler) reconcile.Reconciler {
+		if o.WrapReconciler == nil {
+			return r
+		}
+		return o.WrapReconciler(name, r)
+	}
+	// primary watches a controller's own kind: For, unless the events are
+	// to be wrapped, then the same handler For would use, wrapped.
+	primary := func(name string, obj client.Object) *builder.Builder {
+		b := ctrl.NewControllerManagedBy(mgr).Named(name).WithOptions(copts)
+		if o.WrapEventHandler == nil {
+			return b.For(obj)
+		}
+		return b.Watches(obj, o.WrapEventHandler(name, &handler.EnqueueRequestForObject{}))
+	}
 	wake := func(list func() client.ObjectList, refs func(client.ObjectList) []types.NamespacedName) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			if op.Hold == nil {
@@ -159,28 +195,28 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 			return out
 		})
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("postgres-role").WithOptions(copts).For(&v1alpha1.Role{}).
+	err = primary(ControllerRole, &v1alpha1.Role{}).
 		Watches(&v1alpha1.Server{}, wake(func() client.ObjectList { return &v1alpha1.RoleList{} }, func(l client.ObjectList) (out []types.NamespacedName) {
 			for _, r := range l.(*v1alpha1.RoleList).Items {
 				out = append(out, client.ObjectKeyFromObject(&r))
 			}
 			return out
-		})).Complete(roles)
+		})).Complete(wrap(ControllerRole, roles))
 	if err != nil {
 		return nil, fmt.Errorf("role controller: %w", err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("postgres-database").WithOptions(copts).For(&v1alpha1.Database{}).
+	err = primary(ControllerDatabase, &v1alpha1.Database{}).
 		Watches(&v1alpha1.Server{}, wake(func() client.ObjectList { return &v1alpha1.DatabaseList{} }, func(l client.ObjectList) (out []types.NamespacedName) {
 			for _, d := range l.(*v1alpha1.DatabaseList).Items {
 				out = append(out, client.ObjectKeyFromObject(&d))
 			}
 			return out
-		})).Complete(dbs)
+		})).Complete(wrap(ControllerDatabase, dbs))
 	if err != nil {
 		return nil, fmt.Errorf("database controller: %w", err)
 	}
 	sr := &ServerReconciler{c: mgr.GetClient(), servers: srvs, pool: pool, recorder: recorder, clock: o.Clock, classifier: classifier}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("postgres-server").WithOptions(copts).For(&v1alpha1.Server{}).Complete(sr); err != nil {
+	if err := primary(ControllerServer, &v1alpha1.Server{}).Complete(wrap(ControllerServer, sr)); err != nil {
 		return nil, fmt.Errorf("server controller: %w", err)
 	}
 	return op, nil
