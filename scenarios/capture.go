@@ -118,7 +118,7 @@ type jobList struct {
 
 func (j *job) DeepCopyObject() runtime.Object {
 	out := *j
-	j.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	j.ObjectMeta.DeepCopyInto(&out.ObjectMeta) //nolint:staticcheck // explicit: the embedded field is what is copied
 	out.Spec.Pods = append([]string(nil), j.Spec.Pods...)
 	out.Status.Nodes, out.Status.Results = nil, nil
 	if j.Status.Nodes != nil {
@@ -138,7 +138,7 @@ func (j *job) DeepCopyObject() runtime.Object {
 
 func (l *jobList) DeepCopyObject() runtime.Object {
 	out := &jobList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.ListMeta.DeepCopyInto(&out.ListMeta) //nolint:staticcheck // explicit: the embedded field is what is copied
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*job))
 	}

@@ -283,12 +283,6 @@ func (w *world) stop() {
 	_ = op.Pool.Close()
 }
 
-func (w *world) running() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cancel != nil
-}
-
 // server creates the credential Secret and the Server in ns, the Server
 // pointing at the proxy so that faults can be put between operator and
 // PostgreSQL.

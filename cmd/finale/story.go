@@ -82,7 +82,7 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
+	defer func() { _ = lf.Close() }() // the operator's log; nothing to do if it fails
 	ctrllog.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(lf, prefix, args) }, funcr.Options{}))
 	fmt.Fprintf(out, "operator log:  %s\n", logFile)
 
@@ -96,11 +96,11 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	if s.db, err = pgx.Connect(ctx, pg.DSN()); err != nil {
 		return err
 	}
-	defer s.db.Close(context.Background())
+	defer func() { _ = s.db.Close(context.Background()) }() // the server is stopped next anyway
 	if s.proxy, err = faultinject.NewProxy(pg.Addr()); err != nil {
 		return err
 	}
-	defer s.proxy.Close()
+	defer func() { _ = s.proxy.Close() }() // test harness; its connections die with the server
 
 	crds, err := crd.CRDs()
 	if err != nil {

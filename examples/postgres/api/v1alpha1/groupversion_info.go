@@ -16,7 +16,7 @@ var (
 	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1alpha1"}
 
 	// SchemeBuilder registers Server, Role and Database with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion} //nolint:staticcheck // kubebuilder's convention; this example's API package already depends on controller-runtime
 
 	// AddToScheme adds the kinds in this package to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
