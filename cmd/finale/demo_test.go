@@ -15,7 +15,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		"evicted by the pool's policy",
-		"held (hold.finale.dev/hold)",
+		"terminating and held (hold.finale.dev/hold)",
 		"0 leaked",
 		"every guarantee held",
 	} {

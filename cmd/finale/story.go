@@ -337,25 +337,41 @@ func (s *story) crashDuringCreates(ctx context.Context) (func(), error) {
 }
 
 func (s *story) deleteNamespace(ctx context.Context) (step, error) {
-	st := step{name: "4. delete the whole namespace"}
+	st := step{name: "4. delete the Secret, the Server, then the namespace"}
 	s.say("\n== %s", st.name)
 	rolesBefore, dbsBefore, err := s.tagged(ctx)
 	if err != nil {
 		return st, err
 	}
+	// The namespace controller deletes in no useful order; to show the hold
+	// every time, the Secret and the Server go first, as the worst order
+	// would have it, then the namespace.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "pg-admin"}}
+	server := &v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "pg"}}
+	for _, o := range []client.Object{secret, server} {
+		if err := s.c.Delete(ctx, o); err != nil {
+			return st, err
+		}
+	}
+	held := controlplane.WaitFor(ctx, stepTimeout, "the Secret and the Server to be held", func(ctx context.Context) (bool, error) {
+		for _, o := range []client.Object{secret, server} {
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return false, err // gone while Roles still need it: the hold failed
+			}
+			if o.GetDeletionTimestamp() == nil || !slices.Contains(o.GetFinalizers(), hold.Finalizer) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}) == nil
+	if held {
+		s.say("deleted the Secret and the Server first: both are terminating and held (%s) while %d Roles and %d Databases still need them", hold.Finalizer, rolesBefore, dbsBefore)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: demoNamespace}}
 	if err := s.c.Delete(ctx, ns); err != nil {
 		return st, err
 	}
-	held := false
 	err = controlplane.WaitFor(ctx, stepTimeout, "namespace "+demoNamespace+" to be gone", func(ctx context.Context) (bool, error) {
-		var srv v1alpha1.Server
-		if err := s.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "pg"}, &srv); err == nil {
-			if srv.DeletionTimestamp != nil && slices.Contains(srv.Finalizers, hold.Finalizer) && !held {
-				held = true
-				s.say("the Server is terminating and held (%s) while Roles and Databases clean up", hold.Finalizer)
-			}
-		}
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{})
 		return client.IgnoreNotFound(err) == nil && err != nil, client.IgnoreNotFound(err)
 	})
