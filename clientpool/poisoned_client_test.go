@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,25 +63,7 @@ const (
 var seedGVK = schema.GroupVersionKind{Group: seedGroup, Version: "v1", Kind: seedKind}
 
 func seedCRD() *apiextensionsv1.CustomResourceDefinition {
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "workers." + seedGroup},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: seedGroup,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "workers", Singular: "worker", Kind: seedKind, ListKind: seedKind + "List"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"spec":   {Type: "object", XPreserveUnknownFields: ptr.To(true)},
-						"status": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
-					},
-				}},
-			}},
-		},
-	}
+	return testenv.OpenCRD(seedGVK, "workers", true)
 }
 
 func newWorker(ns, name string) *unstructured.Unstructured {

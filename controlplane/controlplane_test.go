@@ -29,21 +29,7 @@ const wait = 60 * time.Second
 var widgetGVK = schema.GroupVersionKind{Group: "test.finale.dev", Version: "v1", Kind: "Widget"}
 
 func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.test.finale.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: widgetGVK.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
-	}
+	return testenv.OpenCRD(widgetGVK, "widgets", false)
 }
 
 func newWidget(ns, name string) *unstructured.Unstructured {

@@ -83,22 +83,7 @@ func scheme() *runtime.Scheme {
 var crdOnce sync.Once
 
 func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + widgetGV.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: widgetGV.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
-	}
+	return testenv.OpenCRD(widgetGV.WithKind("Widget"), "widgets", true)
 }
 
 // env is one test's world: a namespace, a fresh PostgreSQL deployment, a

@@ -12,8 +12,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,21 +44,7 @@ func installWidgets(t testing.TB, c client.Client) {
 	t.Helper()
 	var err error
 	installOnce.Do(func() {
-		preserve := true
-		err = controlplane.InstallCRDs(context.Background(), c, &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: "widgets." + widgetGVK.Group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: widgetGVK.Group,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-				Scope: apiextensionsv1.NamespaceScoped,
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-					Name: "v1", Served: true, Storage: true,
-					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", XPreserveUnknownFields: &preserve,
-					}},
-				}},
-			},
-		})
+		err = controlplane.InstallCRDs(context.Background(), c, testenv.OpenCRD(widgetGVK, "widgets", false))
 	})
 	if err != nil {
 		t.Fatal(err)
