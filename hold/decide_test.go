@@ -1,10 +1,20 @@
 package hold
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func TestDecide(t *testing.T) {
@@ -77,6 +87,93 @@ func TestDecide(t *testing.T) {
 			got := decide(tc.in.o, tc.in.policy, recheck)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWake(t *testing.T) {
+	const cleanup = "x/cleanup"
+	now := metav1.Now()
+	ref := func(o client.Object) string { return o.GetAnnotations()["parent"] }
+	dep := func(parent string, mutate ...func(*corev1.ConfigMap)) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "d", Annotations: map[string]string{"parent": parent}, Finalizers: []string{cleanup},
+		}}
+		for _, m := range mutate {
+			m(c)
+		}
+		return c
+	}
+	deletingDep := func(c *corev1.ConfigMap) { c.DeletionTimestamp = &now }
+	withoutCleanup := func(c *corev1.ConfigMap) { c.Finalizers = nil }
+	svc := func(name string, finalizers []string, del bool) *corev1.Service {
+		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Finalizers: finalizers}}
+		if del {
+			s.DeletionTimestamp = &now
+		}
+		return s
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	r := fake.NewClientBuilder().WithScheme(s).WithObjects(
+		svc("held", []string{Finalizer}, false),
+		svc("unheld", nil, false),
+		svc("deleting", []string{Finalizer}, true),
+	).Build()
+	h, err := New(Config{
+		Parent: &corev1.Service{}, Scheme: s,
+		SecretName: func(client.Object) string { return "" },
+		Dependents: []Dependent{{Object: &corev1.ConfigMap{}, ParentName: ref, CleanupFinalizer: cleanup}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := h.wake(r, h.dependents[0])
+	type ev struct {
+		create, del *corev1.ConfigMap
+		old, new    *corev1.ConfigMap
+	}
+	cases := map[string]struct {
+		ev   ev
+		want []string
+	}{
+		"new dependent of a held parent":              {ev: ev{create: dep("held")}},
+		"new dependent of an unheld parent":           {ev: ev{create: dep("unheld")}, want: []string{"unheld"}},
+		"new dependent of a deleting parent":          {ev: ev{create: dep("deleting")}, want: []string{"deleting"}},
+		"new dependent of a parent not in the cache":  {ev: ev{create: dep("absent")}, want: []string{"absent"}},
+		"dependent without a parent":                  {ev: ev{create: dep("")}},
+		"status write under a held parent":            {ev: ev{old: dep("held"), new: dep("held")}},
+		"status write under a deleting parent":        {ev: ev{old: dep("deleting"), new: dep("deleting")}, want: []string{"deleting"}},
+		"deletion starts, cleanup finalizer kept":     {ev: ev{old: dep("held"), new: dep("held", deletingDep)}},
+		"cleanup finalizer removed while deleting":    {ev: ev{old: dep("held", deletingDep), new: dep("held", deletingDep, withoutCleanup)}, want: []string{"held"}},
+		"deletion starts without a cleanup finalizer": {ev: ev{old: dep("held", withoutCleanup), new: dep("held", withoutCleanup, deletingDep)}, want: []string{"held"}},
+		"parent reference changed":                    {ev: ev{old: dep("held"), new: dep("unheld")}, want: []string{"held", "unheld"}},
+		"dependent gone":                              {ev: ev{del: dep("held")}, want: []string{"held"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			switch {
+			case tc.ev.create != nil:
+				wake.Create(t.Context(), event.CreateEvent{Object: tc.ev.create}, q)
+			case tc.ev.del != nil:
+				wake.Delete(t.Context(), event.DeleteEvent{Object: tc.ev.del}, q)
+			default:
+				wake.Update(t.Context(), event.UpdateEvent{ObjectOld: tc.ev.old, ObjectNew: tc.ev.new}, q)
+			}
+			var got []string
+			for q.Len() > 0 {
+				req, _ := q.Get()
+				got = append(got, req.Name)
+				q.Done(req)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("parents woken (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -28,13 +30,7 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	name := "hold-" + strings.ToLower(h.cfg.ParentKind)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(newObject(h.cfg.Parent))
 	for _, d := range h.dependents {
-		parentName := d.ParentName
-		b = b.Watches(newObject(d.Object), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if n := parentName(o); n != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
-			}
-			return nil
-		}))
+		b = b.Watches(newObject(d.Object), h.wake(mgr.GetCache(), d))
 	}
 	if err := b.Complete(h.ParentReconciler(mgr.GetCache(), mgr.GetClient())); err != nil {
 		return fmt.Errorf("hold: parent controller: %w", err)
@@ -52,6 +48,59 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("hold: secret controller: %w", err)
 	}
 	return nil
+}
+
+// wake enqueues a dependent's parent when the dependent's change can change
+// the parent's verdict. The one change that cannot is a dependent that
+// counts (Dependents) before and after, or a new one that counts, while the
+// parent is alive and already held: the verdict stays "keep". Skipping those
+// spares a parent of N dependents N passes over N dependents as they are
+// created and their status written. A stale cached parent is safe to trust
+// here because the parent's own changes wake it regardless (For).
+func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
+	parentKey := func(o client.Object) (types.NamespacedName, bool) {
+		n := d.ParentName(o)
+		return types.NamespacedName{Namespace: o.GetNamespace(), Name: n}, n != ""
+	}
+	counts := func(o client.Object) bool { return hasFinalizer(o, d.CleanupFinalizer) || !deleting(o) }
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		if k, ok := parentKey(o); ok {
+			q.Add(reconcile.Request{NamespacedName: k})
+		}
+	}
+	settled := func(ctx context.Context, o client.Object) bool {
+		k, ok := parentKey(o)
+		if !ok {
+			return true // no parent to wake
+		}
+		p := newObject(h.cfg.Parent)
+		return r.Get(ctx, k, p) == nil && !deleting(p) && hasFinalizer(p, h.cfg.Finalizer)
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if !counts(e.Object) || !settled(ctx, e.Object) {
+				enqueue(q, e.Object)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldKey, _ := parentKey(e.ObjectOld)
+			newKey, _ := parentKey(e.ObjectNew)
+			if oldKey != newKey {
+				enqueue(q, e.ObjectOld)
+				enqueue(q, e.ObjectNew)
+				return
+			}
+			if !counts(e.ObjectOld) || !counts(e.ObjectNew) || !settled(ctx, e.ObjectNew) {
+				enqueue(q, e.ObjectNew)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+	}
 }
 
 // ParentReconciler reconciles parents: r must have the field indexes
