@@ -61,17 +61,19 @@
 //   - An adapter that implements TagFinder answers the ledger's lookups by
 //     tag (after the record write, before and after a delete) without
 //     Observe's comparison with the spec, one external read fewer each.
-//   - Cost, measured by examples/postgres/controller's BenchmarkRoleLifecycle
-//     (1,000 Roles created then deleted, 4 workers): API writes per
-//     lifecycle 5.0 with the guarantees against 3.2-3.5 without (the
-//     record's create and delete; 6.0 before IDs were declared). Wall time
-//     stays above the 1.2x target (1.36x-1.65x on a shared 2-core machine,
-//     1.8x-2.0x before): a reconcile's time is mostly
-//     API round trips, and the record create before the external create,
-//     and the record read and removal after the external delete, are
-//     round trips that the guarantees need in that order. More workers hide
-//     them (16 workers: 1.25x-1.46x); removing them would weaken the
-//     guarantees, so they stay.
+//   - A reconcile that reads a version its own last write replaced (a
+//     cache that has not yet seen the write) does nothing: the write's
+//     watch event brings the fresh version. Acting on it would write the
+//     status again and announce the resource just created as adopted.
+//   - A new object waiting for its parent's hold, which usually comes
+//     within moments, gets no condition (and no write) for the first
+//     RetryInterval; a longer wait is reported as WaitingForParentHold.
+//   - Cost, measured by examples/postgres/bench (`finale bench`: 1,000
+//     Roles created then deleted, each build twice): API writes per
+//     lifecycle 5 with the guarantees against 3 without, the record's
+//     create and delete; wall time 1.10x-1.16x the naive build's on a
+//     shared 2-core machine, where wall time follows CPU. The ledger
+//     remembers the records it wrote, so the cleanup reads none first.
 //
 // # Threat model
 //

@@ -56,8 +56,18 @@ func (e *env) holdParent() {
 func TestNoCreateUntilParentHeld(t *testing.T) {
 	e := newEnv(t, nil)
 	clk := clocktesting.NewFakeClock(time.Now())
-	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: newHold(t, e, clk)})
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: newHold(t, e, clk), Clock: clk})
 	w := e.widget("a", "")
+	reconcileOnce(t, r, w)
+	if e.creates.Load() != 0 || e.roleExists(w.Spec.RoleName) {
+		t.Fatal("created before the parent was held")
+	}
+	// A new object waits for the hold quietly: it usually comes at once.
+	if st, reason := condition(e.get(w), lifecycle.ConditionSynced); st != "" {
+		t.Errorf("Synced = %s/%s within RetryInterval of the creation, want no condition yet", st, reason)
+	}
+	// A longer wait is reported.
+	clk.SetTime(e.get(w).CreationTimestamp.Add(lifecycle.DefaultRetryInterval + time.Second))
 	reconcileOnce(t, r, w)
 	if e.creates.Load() != 0 || e.roleExists(w.Spec.RoleName) {
 		t.Fatal("created before the parent was held")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +97,9 @@ type Reconciler[O client.Object, K comparable, C any] struct {
 	adapter Adapter[O, K, C]
 	pool    Pool[K, C]
 	o       Options
+	// superseded holds, per object UID, the resourceVersions this
+	// reconciler's own last writes replaced (see skipStale).
+	superseded sync.Map
 }
 
 // ErrConfig wraps every configuration error of New.
@@ -150,6 +155,9 @@ func (r *Reconciler[O, K, C]) Reconcile(ctx context.Context, req reconcile.Reque
 		}
 		return reconcile.Result{}, fmt.Errorf("lifecycle: get %s: %w", req.NamespacedName, err)
 	}
+	if r.skipStale(obj) {
+		return reconcile.Result{}, nil
+	}
 	st := newStatus(r, obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return r.delete(ctx, obj, st)
@@ -183,7 +191,14 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
 	}
 	if r.o.Hold != nil && !r.o.Hold.Held(conn.Parent) {
-		st.synced(false, ReasonWaitingForHold, MessageWaitingHold, kindOf(conn.Parent, r.o.Scheme), conn.Parent.GetName())
+		// The hold usually comes within moments of a parent's first
+		// dependent; a condition (and its write) for that is noise. Only a
+		// wait longer than RetryInterval is reported.
+		if st.get(ConditionSynced) == nil && r.o.Clock.Since(obj.GetCreationTimestamp().Time) < r.o.RetryInterval {
+			st.discard()
+		} else {
+			st.synced(false, ReasonWaitingForHold, MessageWaitingHold, kindOf(conn.Parent, r.o.Scheme), conn.Parent.GetName())
+		}
 		return reconcile.Result{RequeueAfter: min(r.o.RetryInterval, time.Second)}, nil
 	}
 	tag := ledger.Tag(r.owner(obj))
@@ -392,14 +407,35 @@ func (r *Reconciler[O, K, C]) forget(ctx context.Context, obj O) error {
 	if r.o.Ledger == nil {
 		return nil
 	}
-	rec, err := r.o.Ledger.Store().Get(ctx, obj.GetUID())
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
+	return r.o.Ledger.Forget(ctx, obj.GetUID())
+}
+
+// skipStale reports that obj was read at a resourceVersion one of this
+// reconciler's own writes has already replaced: a cache that has not yet
+// seen the write. Acting on it would redo the write, and would take the
+// resource this reconciler just created for an adoption. The write's own
+// watch event brings the object back, so skipping loses nothing. Any other
+// version clears what was remembered: a reconcile never runs twice at
+// once for one object, so the entry is this object's alone.
+func (r *Reconciler[O, K, C]) skipStale(obj O) bool {
+	v, ok := r.superseded.Load(obj.GetUID())
+	if !ok {
+		return false
 	}
-	return r.o.Ledger.Store().Delete(ctx, rec)
+	if slices.Contains(v.([]string), obj.GetResourceVersion()) {
+		return true
+	}
+	r.superseded.Delete(obj.GetUID())
+	return false
+}
+
+// supersede remembers that a write replaced obj's version rv.
+func (r *Reconciler[O, K, C]) supersede(obj client.Object, rv string) {
+	var rvs []string
+	if v, ok := r.superseded.Load(obj.GetUID()); ok {
+		rvs = v.([]string)
+	}
+	r.superseded.Store(obj.GetUID(), append(slices.Clone(rvs), rv))
 }
 
 // finish removes the finalizer: the last write, after everything it
@@ -408,6 +444,7 @@ func (r *Reconciler[O, K, C]) finish(ctx context.Context, obj O, reason, msg str
 	if err := r.setFinalizer(ctx, obj, false); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.superseded.Delete(obj.GetUID()) // the object goes now
 	r.done(ctx, obj)
 	outcome := OutcomeDeleted
 	if reason == ReasonRetained {
@@ -465,6 +502,7 @@ func (r *Reconciler[O, K, C]) setFinalizer(ctx context.Context, obj O, add bool)
 	if err := r.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("lifecycle: %s finalizer %s: %w", map[bool]string{true: "add", false: "remove"}[add], r.o.Finalizer, err)
 	}
+	r.supersede(obj, base.GetResourceVersion())
 	return nil
 }
 

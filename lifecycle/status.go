@@ -91,6 +91,8 @@ type status[O client.Object, K comparable, C any] struct {
 	// before are the conditions as read, to tell transitions from the
 	// states a reconcile passes through on its way.
 	before []metav1.Condition
+	// discarded: this reconcile's changes are not worth a write.
+	discarded bool
 }
 
 func newStatus[O client.Object, K comparable, C any](r *Reconciler[O, K, C], obj O) *status[O, K, C] {
@@ -131,9 +133,12 @@ func (s *status[O, K, C]) set(t string, ok bool, reason, msg string, args ...any
 	*s.f.observed = s.obj.GetGeneration()
 }
 
+// discard drops the changes made so far and makes flush write nothing.
+func (s *status[O, K, C]) discard() { s.discarded = true }
+
 // flush patches the status if anything changed and announces transitions.
 func (s *status[O, K, C]) flush(ctx context.Context) error {
-	if reflect.DeepEqual(s.base, client.Object(s.obj)) {
+	if s.discarded || reflect.DeepEqual(s.base, client.Object(s.obj)) {
 		return nil
 	}
 	if err := s.r.c.Status().Patch(ctx, s.obj, client.MergeFrom(s.base)); err != nil {
@@ -142,6 +147,7 @@ func (s *status[O, K, C]) flush(ctx context.Context) error {
 		}
 		return fmt.Errorf("lifecycle: patch status: %w", err)
 	}
+	s.r.supersede(s.obj, s.base.GetResourceVersion())
 	s.base = s.obj.DeepCopyObject().(client.Object)
 	// One Event per condition whose status or reason differs from what was
 	// read: a transition, never a repeat, never an intermediate state.
