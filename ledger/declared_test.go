@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,9 @@ func TestCreateDeclared(t *testing.T) {
 		// existing, when set, is created first (through Create, without
 		// declaring) and the clock moves on a minute.
 		existing bool
+		// restarted: the existing record was written by another ledger
+		// (an operator process before a restart), so none is remembered.
+		restarted bool
 		// returns is what the create returns instead of the declared name.
 		returns string
 		// during runs inside the create, after the record check.
@@ -71,6 +75,13 @@ func TestCreateDeclared(t *testing.T) {
 		"record exists: the attempt time is rewritten before the create": {
 			existing: true,
 			wantIDs:  func(d, _ string) []string { return []string{d} },
+			// The ledger remembers the record it wrote: one write, no read.
+			wantCalls:   calls{Gets: 0, Puts: 1},
+			wantAttempt: time.Minute,
+		},
+		"record exists, written before a restart": {
+			existing: true, restarted: true,
+			wantIDs: func(d, _ string) []string { return []string{d} },
 			// The guessed create meets AlreadyExists, then read and update.
 			wantCalls:   calls{Gets: 1, Puts: 2},
 			wantAttempt: time.Minute,
@@ -98,7 +109,11 @@ func TestCreateDeclared(t *testing.T) {
 			owner := ownerIn(t, e.c, e.users, "declared-"+string(rune('a'+i)))
 			start := clk.Now()
 			if tc.existing {
-				if _, err := l.Create(t.Context(), owner, tg, func(context.Context, string) ([]string, error) {
+				first := l
+				if tc.restarted {
+					first = ledger.New(store, ledger.Options{Clock: clk})
+				}
+				if _, err := first.Create(t.Context(), owner, tg, func(context.Context, string) ([]string, error) {
 					return nil, errors.New("the first attempt failed")
 				}); err == nil {
 					t.Fatal("first attempt did not fail")
@@ -190,4 +205,55 @@ func containsAll(have []string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRememberedRecord proves the ledger's memory of its own writes: a
+// cleanup right after the create reads nothing, and a remembered copy
+// that went stale (another writer added an ID the tag cannot find) costs a
+// conflict and a fresh read, never the added ID.
+func TestRememberedRecord(t *testing.T) {
+	e := newEnv(t)
+	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	for _, stale := range []bool{false, true} {
+		store := &countingStore{Store: e.store}
+		l := ledger.New(store, ledger.Options{Clock: e.clock})
+		owner := ownerIn(t, e.c, e.users, fmt.Sprintf("remembered-%v", stale))
+		role := pgtarget.RandomName("ledger_mem_")
+		if _, err := l.Create(t.Context(), owner, tg, func(ctx context.Context, tag string) ([]string, error) {
+			return []string{role}, tg.CreateRole(ctx, role, tag)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		untagged := pgtarget.RandomName("ledger_untagged_")
+		if stale {
+			// Another writer (a second ledger: another process) records a
+			// resource without the tag, so only the record knows it.
+			if err := tg.CreateRole(t.Context(), untagged, "not-a-finale-tag"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ledger.New(e.store, ledger.Options{Clock: e.clock}).Observe(t.Context(), owner.UID, tg, []string{untagged}, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		store.reset()
+		res, err := l.Cleanup(t.Context(), owner.UID, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantGets := int32(0)
+		if stale {
+			wantGets = 1
+		}
+		if got := store.calls().Gets; got != wantGets || !res.Removed {
+			t.Errorf("stale=%v: cleanup read the store %d times (want %d), removed %v", stale, got, wantGets, res.Removed)
+		}
+		for _, r := range []string{role, untagged} {
+			if ok, err := tg.RoleExists(t.Context(), r); err != nil || ok {
+				t.Errorf("stale=%v: role %s still exists (err %v)", stale, r, err)
+			}
+		}
+		if _, err := e.store.Get(t.Context(), owner.UID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("stale=%v: record still stored (err %v)", stale, err)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -63,14 +64,35 @@ type Options struct {
 	// Classifier decides which Delete errors mean "not found"; nil is
 	// errclass.Default.
 	Classifier *errclass.Classifier
+	// Remember bounds how many records the ledger keeps in memory as it
+	// last wrote them (see Ledger); zero is DefaultRemember, negative
+	// keeps none.
+	Remember int
 }
+
+// DefaultRemember is Options.Remember when unset: at a few hundred bytes a
+// record, about 4 MiB.
+const DefaultRemember = 10_000
 
 // Ledger writes and removes cleanup records around external creates and
 // deletes.
+//
+// It remembers the records it wrote, as it wrote them, so that the
+// reconcile that later adds IDs or cleans up needs no read first. A
+// remembered record can be stale only if some other writer changed it
+// since; every write and the final removal are conditional on the version
+// the ledger remembers, so a stale copy costs a conflict and a fresh read,
+// never a lost ID: records only grow, so a stale copy lacks IDs rather than
+// holding wrong ones, and Cleanup removes the record only after its
+// conditional delete proves nobody added any.
 type Ledger struct {
-	store Store
-	clock clock.PassiveClock
-	class *errclass.Classifier
+	store    Store
+	clock    clock.PassiveClock
+	class    *errclass.Classifier
+	remember int
+
+	mu  sync.Mutex // guards mem
+	mem map[types.UID]*Record
 }
 
 // conflictRetries bounds the read-modify-write loops: a record has one writer
@@ -86,7 +108,52 @@ func New(store Store, opts Options) *Ledger {
 	if opts.Classifier == nil {
 		opts.Classifier = errclass.Default
 	}
-	return &Ledger{store: store, clock: opts.Clock, class: opts.Classifier}
+	if opts.Remember == 0 {
+		opts.Remember = DefaultRemember
+	}
+	return &Ledger{store: store, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember, mem: map[types.UID]*Record{}}
+}
+
+// recall returns a copy of uid's record as this ledger last wrote it, or
+// nil.
+func (l *Ledger) recall(uid types.UID) *Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.mem[uid]; ok {
+		return r.DeepCopy()
+	}
+	return nil
+}
+
+// keep remembers r as just written, within the bound.
+func (l *Ledger) keep(r *Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.mem[r.Owner.UID]; ok || len(l.mem) < l.remember {
+		l.mem[r.Owner.UID] = r.DeepCopy()
+	}
+}
+
+// drop forgets uid's record: it is gone, or someone else changed it.
+func (l *Ledger) drop(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.mem, uid)
+}
+
+// Forget removes uid's record without deleting anything it covers: for an
+// owner whose resources are to be retained, so that the sweeper never
+// deletes them either. A missing record is not an error.
+func (l *Ledger) Forget(ctx context.Context, uid types.UID) error {
+	l.drop(uid)
+	r, err := l.store.Get(ctx, uid)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return l.store.Delete(ctx, r)
 }
 
 // Store returns the ledger's store.
@@ -231,6 +298,9 @@ func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, id Id
 // grow.
 func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutate func(r *Record) (bool, error), fresh func() *Record) (*Record, error) {
 	var err error
+	if known == nil {
+		known = l.recall(uid)
+	}
 	guess := known != nil || fresh != nil
 	for attempt := range conflictRetries + 1 {
 		var r *Record
@@ -265,8 +335,10 @@ func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutat
 			return r, nil
 		}
 		if err = l.store.Put(ctx, r); err == nil {
+			l.keep(r)
 			return r, nil
 		}
+		l.drop(uid)
 		if !errors.Is(err, ErrConflict) {
 			return nil, err
 		}
@@ -297,14 +369,26 @@ type CleanupResult struct {
 // A missing record is (CleanupResult{}, nil); an invalid one is an error
 // wrapping ErrInvalidRecord and is left alone.
 func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupResult, error) {
-	var res CleanupResult
+	if r := l.recall(uid); r != nil {
+		res, err := l.cleanup(ctx, r, t)
+		if !errors.Is(err, ErrConflict) {
+			return res, err
+		}
+		// Someone else changed the record since this ledger wrote it:
+		// start over from what is stored.
+	}
 	r, err := l.store.Get(ctx, uid)
 	if errors.Is(err, ErrNotFound) {
-		return res, nil
+		return CleanupResult{}, nil
 	}
 	if err != nil {
-		return res, err
+		return CleanupResult{}, err
 	}
+	return l.cleanup(ctx, r, t)
+}
+
+func (l *Ledger) cleanup(ctx context.Context, r *Record, t Target) (CleanupResult, error) {
+	var res CleanupResult
 	if err := l.prove(ctx, r, t, "before deleting"); err != nil {
 		return res, err
 	}
@@ -334,7 +418,9 @@ func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupR
 	if len(left) > 0 {
 		return res, fmt.Errorf("ledger: resources tagged %s remain after delete: %q", r.Tag, left)
 	}
-	if err := l.store.Delete(ctx, r); err != nil {
+	err = l.store.Delete(ctx, r)
+	l.drop(r.Owner.UID)
+	if err != nil {
 		return res, err
 	}
 	res.Removed = true
