@@ -63,6 +63,8 @@ campaign: deps
 
 # Every benchmark, each reported against a baseline measured in the same
 # run (direct calls, the naive build, dropping the same roles directly).
+# The last line is issue 7's table (the same figures as
+#   FINALE_BENCH_ROLES=1000 go test -run '^$$' -bench . -benchtime=1x ./examples/postgres/bench/).
 # The sweeper's 50,000-record size takes minutes of setup: run it alone with
 #   go test -run '^$$' -bench 'SweepPass/n=50000$$' -benchtime=1x ./sweep/
 bench: deps
@@ -71,7 +73,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=20x ./capture/
 	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./hold/
 	$(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./sweep/
-	FINALE_BENCH_ROLES=1000 $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./examples/postgres/controller/
+	$(GO) run ./cmd/finale bench -roles 1000
 
 # generate: the reference operator's deepcopy code and CRDs, from the
 # kubebuilder markers in examples/postgres/api, with a pinned controller-gen

@@ -1,5 +1,5 @@
-// Package procstat reads a process's resident memory from /proc, for the
-// start-up figures the demo and benchmarks print.
+// Package procstat reads resident memory and CPU time from /proc, for the
+// figures the demo and benchmarks print.
 package procstat
 
 import (
@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // RSS returns the resident set size of pid in bytes (Linux /proc only).
@@ -38,3 +39,70 @@ func RSS(pid int) (int64, error) {
 
 // MiB formats bytes as mebibytes.
 func MiB(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// clockTick is USER_HZ, the unit of the CPU times in /proc/PID/stat; it is
+// 100 on every Linux architecture Go supports.
+const clockTick = 100
+
+// CPUByCommand returns the CPU time (user + system) every live process has
+// used so far, summed by command name (the comm field of /proc/PID/stat),
+// so that a benchmark can say which component its work costs: take one
+// snapshot before and one after, and subtract (Sub).
+func CPUByCommand() (map[string]time.Duration, error) {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("procstat: %w", err)
+	}
+	out := map[string]time.Duration{}
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // exited since the listing
+		}
+		comm, ticks, err := parseStat(string(b))
+		if err != nil {
+			return nil, err
+		}
+		out[comm] += time.Duration(ticks) * time.Second / clockTick
+	}
+	return out, nil
+}
+
+// parseStat returns the comm and utime+stime of one /proc/PID/stat line.
+// comm is in parentheses and may itself hold spaces and parentheses, so the
+// fields after it are found from the last ')'.
+func parseStat(s string) (string, int64, error) {
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return "", 0, fmt.Errorf("procstat: malformed stat line %q", s)
+	}
+	// After ") ": state is field 3 of the line, utime field 14, stime 15.
+	f := strings.Fields(s[closing+1:])
+	if len(f) < 13 {
+		return "", 0, fmt.Errorf("procstat: short stat line %q", s)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return "", 0, fmt.Errorf("procstat: stat line %q: %w", s, err)
+		}
+		ticks += n
+	}
+	return s[open+1 : closing], ticks, nil
+}
+
+// Sub returns after minus before per command, leaving out commands that
+// used less than least in between.
+func Sub(after, before map[string]time.Duration, least time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for k, v := range after {
+		if d := v - before[k]; d >= least {
+			out[k] = d
+		}
+	}
+	return out
+}

@@ -2,7 +2,11 @@ package procstat
 
 import (
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestRSSOfSelf(t *testing.T) {
@@ -16,5 +20,63 @@ func TestRSSOfSelf(t *testing.T) {
 	}
 	if _, err := RSS(-1); err == nil {
 		t.Fatal("RSS(-1) succeeded")
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	tail := " S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 100 200 300"
+	tests := []struct {
+		name, line, comm string
+		ticks            int64
+		wantErr          bool
+	}{
+		{name: "plain", line: "42 (postgres)" + tail, comm: "postgres", ticks: 300},
+		{name: "comm with spaces and parentheses", line: "7 (a) (b c)" + tail, comm: "a) (b c", ticks: 300},
+		{name: "no parentheses", line: "7 postgres" + tail, wantErr: true},
+		{name: "short", line: "7 (x) S 1 2", wantErr: true},
+		{name: "not a number", line: "7 (x) S 1 2 3 4 5 6 7 8 9 10 u 50 0", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			comm, ticks, err := parseStat(tt.line)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseStat error = %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if diff := cmp.Diff([]any{tt.comm, tt.ticks}, []any{comm, ticks}); diff != "" {
+				t.Fatalf("parseStat (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCPUByCommandSeesSelf(t *testing.T) {
+	self, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	comm := strings.TrimSpace(string(self))
+	before, err := CPUByCommand()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Burn CPU until the kernel has charged at least two ticks to us; the
+	// deadline only bounds a broken /proc.
+	deadline := time.Now().Add(30 * time.Second)
+	for x := 0; ; x++ {
+		if x%1_000_000 == 0 {
+			after, err := CPUByCommand()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := Sub(after, before, 20*time.Millisecond); d[comm] > 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no CPU time charged to %q after 30 s of work: %v", comm, Sub(after, before, 0))
+			}
+		}
 	}
 }

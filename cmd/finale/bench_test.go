@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestBench runs `finale bench` on a few Roles end to end: its own stack,
+// both builds, the namespace deletion, the table.
+func TestBench(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"bench", "-roles", "5"}, &out); err != nil {
+		t.Fatalf("finale bench: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"5 Roles created then deleted, wall (2 runs each)",
+		"API writes per Role lifecycle",
+		"namespace with 5 Roles deleted, to gone",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestBenchArguments(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"zero roles":     {args: []string{"bench", "-roles", "0"}, want: "positive number"},
+		"extra argument": {args: []string{"bench", "x"}, want: `unexpected argument "x"`},
+		"bad flag":       {args: []string{"bench", "-no-such-flag"}, want: "no-such-flag"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(t.Context(), tc.args, &out)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run(%v) = %v, want an error containing %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable prints the results side by side, each with its baseline and,
+// where issue 7 set one, its target.
+func WriteTable(w io.Writer, l Lifecycle, nd NamespaceDeletion) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "benchmark\tguarantees on\tbaseline\ton vs baseline\ttarget\tmet")
+	fmt.Fprintf(tw, "%d Roles created then deleted, wall (2 runs each)\t%s\t%s (naive build)\t%.2f×\t≤ %.1f×\t%s\n",
+		l.Roles, secs(l.On), secs(l.Off), l.Ratio(), TargetRatio, yes(l.Ratio() <= TargetRatio))
+	fmt.Fprintf(tw, "API writes per Role lifecycle\t%.2f\t%.2f (naive build)\t%+.2f\t≤ %+.0f\t%s\n",
+		l.WritesOn, l.WritesOff, l.ExtraWrites(), TargetExtraWrites, yes(l.ExtraWrites() <= TargetExtraWrites))
+	fmt.Fprintf(tw, "CPU of the stack's processes, same runs\t%s\t%s (naive build)\t%.2f×\t-\t-\n",
+		secs(l.CPUOn), secs(l.CPUOff), l.CPUOn.Seconds()/l.CPUOff.Seconds())
+	fmt.Fprintf(tw, "namespace with %d Roles deleted, to gone\t%s\t%s (DROP ROLE directly)\t%.0f×\t-\t-\n",
+		nd.Roles, secs(nd.Gone), secs(nd.Direct), nd.Gone.Seconds()/nd.Direct.Seconds())
+	return tw.Flush()
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func yes(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestWriteTable(t *testing.T) {
+	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second}
+	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, Direct: 200 * time.Millisecond}
+	var b bytes.Buffer
+	if err := WriteTable(&b, l, nd); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]string
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var cells []string
+		for _, c := range strings.Split(line, "  ") {
+			if c = strings.TrimSpace(c); c != "" {
+				cells = append(cells, c)
+			}
+		}
+		got = append(got, cells)
+	}
+	want := [][]string{
+		{"benchmark", "guarantees on", "baseline", "on vs baseline", "target", "met"},
+		{"1000 Roles created then deleted, wall (2 runs each)", "33.00 s", "30.00 s (naive build)", "1.10×", "≤ 1.2×", "yes"},
+		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
+		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "-", "-"},
+		{"namespace with 1000 Roles deleted, to gone", "48.00 s", "0.20 s (DROP ROLE directly)", "240×", "-", "-"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("table (-want +got):\n%s\n%s", diff, b.String())
+	}
+	l.On = 40 * time.Second
+	b.Reset()
+	if err := WriteTable(&b, l, nd); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Split(b.String(), "\n")[1], "no") {
+		t.Fatalf("a missed ratio target is not reported:\n%s", b.String())
+	}
+}
