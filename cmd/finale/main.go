@@ -2,8 +2,12 @@
 // control plane and PostgreSQL.
 //
 //	finale demo [-keep]                          start the stack, show the guarantees, stop
+//	finale bench [-roles N]                      the guarantees' cost against the naive build, as a table
+//	finale audit [flags]                         stuck deletions and cleanup records of a live cluster
 //	finale scenario NAME                         one seed scenario (or its -naive counterpart)
 //	finale scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
+//
+// Exit status: 0 success, 1 error, 2 when audit found problems.
 package main
 
 import (
@@ -21,6 +25,10 @@ const usage = `usage: finale COMMAND [flags]
 
 commands:
   demo [-keep]                          start a local control plane and PostgreSQL and show finale at work
+  bench [-roles N]                      measure the guarantees against the naive build (default 1000 Roles); prints a table
+  audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
+                                        stuck deletions, cleanup records, unreachable records of a live cluster;
+                                        read-only; exits 2 when it found problems
   scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
   scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
 `
@@ -31,6 +39,9 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "finale:", err)
+		if errors.Is(err, errFindings) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -48,6 +59,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return demo(ctx, out, *keep)
+	case "bench":
+		return benchCmd(ctx, args[1:], out)
+	case "audit":
+		return audit(ctx, args[1:], out)
 	case "scenario":
 		return scenario(ctx, args[1:], out)
 	case "help", "-h", "--help":

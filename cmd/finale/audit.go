@@ -1,0 +1,822 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/sweep"
+	"github.com/finale-dev/finale/watchdog"
+)
+
+// errFindings marks an audit that ran and found something an admin must act
+// on, so that main can exit with a code of its own, distinct from failures.
+var errFindings = errors.New("audit found problems")
+
+// errReadOnly is what any write through the audit's record store gets: the
+// audit must never change the cluster it inspects.
+var errReadOnly = errors.New("finale audit is read-only")
+
+// The records namespace of the reference operator's manifests
+// (examples/postgres/config): the operator itself takes $POD_NAMESPACE,
+// which the downward API sets to it, and an admin running the audit from
+// outside the cluster has no $POD_NAMESPACE.
+const defaultRecordsNamespace = "finale-system"
+
+// Page size of every list: large enough to be few round trips, small enough
+// that a big cluster is never read in one response.
+const listPage = 500
+
+// auditQPS is the client-side rate limit of the command's requests.
+const auditQPS = 50
+
+// Messages and formats.
+const (
+	auditUsage = `usage: finale audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
+
+Read-only report on a live cluster: objects stuck in deletion, cleanup records
+whose owner is gone, and records the sweeper could not reach. Exits non-zero
+when an object has been deleting longer than --settle, a record is overdue or
+invalid, or the sweeper reported a record unreachable.
+
+flags:
+`
+	msgBadOutput       = "-o %q: want text or json"
+	msgBadSettle       = "--settle %s: want a positive duration"
+	msgExtraArgs       = "unexpected arguments %q: finale audit takes only flags"
+	msgConfig          = "no cluster configuration (pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config): %w"
+	msgKubeconfig      = "--kubeconfig %s: %w"
+	msgUnreachable     = "cannot reach the cluster at %s (check --kubeconfig or $KUBECONFIG and that the apiserver is up): %w"
+	msgGroupFailed     = "API group %s not discovered, its objects are not checked: %v"
+	msgListFailed      = "%s not listed, its deleting objects are not checked: %v"
+	msgObjectRead      = "%s %s: could not read its conditions: %v"
+	msgNoRecordsNS     = "records namespace %s does not exist: no records can be there (wrong --records-namespace?)"
+	msgRecordsList     = "list cleanup records in %s: %w"
+	msgEventsList      = "list events in %s: %w"
+	msgOwnerUnknownFmt = "owner lookup failed: %v"
+	msgFindings        = "%w: %s"
+	msgSummary         = "%d stuck deletions, %d records (%d owner gone, %d overdue), %d unreachable"
+	msgSummaryInvalid  = ", %d invalid records"
+)
+
+// Owner states of a cleanup record.
+const (
+	ownerPresent   = "present"
+	ownerGone      = "gone"
+	ownerRecreated = "recreated"
+	ownerUnknown   = "unknown"
+)
+
+// Namespace conditions worth a line: they say what the namespace
+// controller is still waiting for.
+var namespaceConditions = []corev1.NamespaceConditionType{
+	corev1.NamespaceFinalizersRemaining,
+	corev1.NamespaceContentRemaining,
+	corev1.NamespaceDeletionContentFailure,
+	corev1.NamespaceDeletionDiscoveryFailure,
+	corev1.NamespaceDeletionGVParsingFailure,
+}
+
+// report is what the audit found; its JSON names are part of the command's
+// interface, so they only ever grow.
+type report struct {
+	Now              time.Time      `json:"now"`
+	SettleSeconds    int64          `json:"settleSeconds"`
+	RecordsNamespace string         `json:"recordsNamespace"`
+	Deletions        []deletion     `json:"stuckDeletions"`
+	Records          recordsSection `json:"records"`
+	Unreachable      []unreachable  `json:"unreachable"`
+	Warnings         []string       `json:"warnings,omitempty"`
+}
+
+type deletion struct {
+	APIVersion        string    `json:"apiVersion"`
+	Kind              string    `json:"kind"`
+	Namespace         string    `json:"namespace,omitempty"`
+	Name              string    `json:"name"`
+	DeletionTimestamp time.Time `json:"deletionTimestamp"`
+	AgeSeconds        int64     `json:"ageSeconds"`
+	// Overdue: deleting for longer than the settle window.
+	Overdue    bool     `json:"overdue"`
+	Finalizers []string `json:"finalizers,omitempty"`
+	// SpecFinalizers are a namespace's spec.finalizers (kubernetes), which
+	// the namespace controller removes once the content is gone.
+	SpecFinalizers []string    `json:"specFinalizers,omitempty"`
+	Conditions     []condition `json:"conditions,omitempty"`
+}
+
+type condition struct {
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+}
+
+type recordsSection struct {
+	Total        int             `json:"total"`
+	OwnerPresent int             `json:"ownerPresent"`
+	OwnerGone    int             `json:"ownerGone"`
+	OwnerUnknown int             `json:"ownerUnknown"`
+	Overdue      int             `json:"overdue"`
+	Gone         []goneRecord    `json:"gone"`
+	Unknown      []goneRecord    `json:"unknown,omitempty"`
+	Invalid      []invalidRecord `json:"invalid"`
+}
+
+// owner is ledger.Owner with JSON names of the command's own, so that a
+// change in the library does not change the command's output.
+type owner struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+}
+
+func ownerOf(o ledger.Owner) owner {
+	return owner{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: string(o.UID)}
+}
+
+func (o owner) String() string {
+	return ledger.Owner{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: types.UID(o.UID)}.String()
+}
+
+type goneRecord struct {
+	Record string `json:"record"`
+	Owner  owner  `json:"owner"`
+	// OwnerState is gone, recreated (same name, other UID) or unknown.
+	OwnerState  string `json:"ownerState"`
+	AgeSeconds  int64  `json:"ageSeconds"`
+	ExternalIDs int    `json:"externalIDs"`
+	Deployment  string `json:"deployment"`
+	Overdue     bool   `json:"overdue"`
+	Error       string `json:"error,omitempty"`
+}
+
+type invalidRecord struct {
+	Record string `json:"record"`
+	// Owner is whatever of the owner did decode.
+	Owner  owner  `json:"owner"`
+	Reason string `json:"reason"`
+}
+
+type unreachable struct {
+	Record     string    `json:"record"`
+	Reason     string    `json:"reason"`
+	Note       string    `json:"note"`
+	Time       time.Time `json:"time"`
+	AgeSeconds int64     `json:"ageSeconds"`
+}
+
+// findings counts what makes the audit fail.
+func (r *report) findings() int {
+	n := r.Records.Overdue + len(r.Records.Invalid) + len(r.Unreachable)
+	for _, d := range r.Deletions {
+		if d.Overdue {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *report) summary() string {
+	s := fmt.Sprintf(msgSummary, len(r.Deletions), r.Records.Total, r.Records.OwnerGone, r.Records.Overdue, len(r.Unreachable))
+	if n := len(r.Records.Invalid); n > 0 {
+		s += fmt.Sprintf(msgSummaryInvalid, n)
+	}
+	return s
+}
+
+// auditor holds the clients and settings of one audit. Every client only
+// ever reads.
+type auditor struct {
+	discovery discovery.DiscoveryInterface
+	metadata  metadata.Interface
+	dynamic   dynamic.Interface
+	// reader reads records and events, and owners as metadata through its
+	// RESTMapper, which learns kinds installed after the audit started.
+	reader           client.Reader
+	recordsNamespace string
+	settle           time.Duration
+	clock            clock.PassiveClock
+	// namespaces limits the deletions section to these namespaces (and the
+	// Namespace objects of these names); empty is the whole cluster. Tests
+	// use it because the cluster is shared by every test of the binary.
+	namespaces []string
+}
+
+func newAuditor(cfg *rest.Config, recordsNamespace string, settle time.Duration, clk clock.PassiveClock) (auditor, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Listing every kind touches deprecated ones (v1 Endpoints,
+	// ComponentStatus); their warnings would bury the report.
+	cfg.WarningHandler = rest.NoWarnings{}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return auditor{}, fmt.Errorf("discovery client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return auditor{}, fmt.Errorf("metadata client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return auditor{}, fmt.Errorf("dynamic client: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		return auditor{}, fmt.Errorf("client: %w", err)
+	}
+	return auditor{
+		discovery: dc, metadata: mc, dynamic: dyn, reader: c,
+		recordsNamespace: recordsNamespace, settle: settle, clock: clk,
+	}, nil
+}
+
+// audit is `finale audit`: it parses flags, connects, prints the report and
+// returns an error wrapping errFindings when there is something to act on.
+func audit(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), auditUsage)
+		fs.PrintDefaults()
+	}
+	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, then the in-cluster config, then ~/.kube/config")
+	recordsNS := fs.String("records-namespace", "",
+		"namespace of the cleanup records; default $"+ledger.NamespaceEnv+", else "+defaultRecordsNamespace+" (the reference operator's)")
+	settle := fs.Duration("settle", sweep.DefaultSettle,
+		"how long a deletion may take, and a record's owner may be gone, before it is a finding (the sweeper's settle window)")
+	output := fs.String("o", "text", "output format: text or json")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil // the usage was asked for and printed
+	} else if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf(msgExtraArgs, fs.Args())
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf(msgBadOutput, *output)
+	}
+	if *settle <= 0 {
+		return fmt.Errorf(msgBadSettle, *settle)
+	}
+	ns := cmp.Or(*recordsNS, os.Getenv(ledger.NamespaceEnv), defaultRecordsNamespace)
+
+	cfg, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	a, err := newAuditor(cfg, ns, *settle, clock.RealClock{})
+	if err != nil {
+		return err
+	}
+	if _, err := a.discovery.ServerVersion(); err != nil {
+		return fmt.Errorf(msgUnreachable, cfg.Host, err)
+	}
+	rep, err := runAudit(ctx, a)
+	if err != nil {
+		return err
+	}
+	if err := printReport(out, rep, *output); err != nil {
+		return err
+	}
+	if rep.findings() > 0 {
+		return fmt.Errorf(msgFindings, errFindings, rep.summary())
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf(msgKubeconfig, kubeconfig, err)
+		}
+		return withRate(cfg), nil
+	}
+	cfg, err := config.GetConfigWithContext("")
+	if err != nil {
+		return nil, fmt.Errorf(msgConfig, err)
+	}
+	return withRate(cfg), nil
+}
+
+// withRate lifts client-go's default of 5 requests a second, at which one
+// list per kind alone takes ten seconds; the audit only reads, in pages, and
+// the apiserver's priority and fairness still protects it.
+func withRate(cfg *rest.Config) *rest.Config {
+	cfg.QPS, cfg.Burst = auditQPS, 2*auditQPS
+	return cfg
+}
+
+// runAudit gathers the report. Failures that only hide part of the cluster
+// (a group that is not discovered, a kind that cannot be listed) become
+// warnings; failures that would make a section lie become errors.
+func runAudit(ctx context.Context, a auditor) (report, error) {
+	now := a.clock.Now()
+	rep := report{Now: now, SettleSeconds: seconds(a.settle), RecordsNamespace: a.recordsNamespace}
+	rep.Deletions = a.deletions(ctx, now, &rep.Warnings)
+	names, err := a.records(ctx, now, &rep)
+	if err != nil {
+		return report{}, err
+	}
+	if rep.Unreachable, err = a.unreachable(ctx, now, names); err != nil {
+		return report{}, err
+	}
+	return rep, nil
+}
+
+func (a auditor) deletions(ctx context.Context, now time.Time, warnings *[]string) []deletion {
+	kinds, withStatus, err := a.listableKinds()
+	if err != nil {
+		var gerr *discovery.ErrGroupDiscoveryFailed
+		if !errors.As(err, &gerr) {
+			*warnings = append(*warnings, fmt.Sprintf(msgGroupFailed, "(all)", err))
+		} else {
+			var ws []string
+			for gv, e := range gerr.Groups {
+				ws = append(ws, fmt.Sprintf(msgGroupFailed, gv, e))
+			}
+			slices.Sort(ws)
+			*warnings = append(*warnings, ws...)
+		}
+	}
+	out := []deletion{}
+	// One object can be served by two groups (v1 and events.k8s.io/v1
+	// Events): it is reported once.
+	seen := map[types.UID]bool{}
+	for _, k := range kinds {
+		found, err := a.deletingOf(ctx, k.gvr, k.res, now, seen)
+		if err != nil {
+			*warnings = append(*warnings, fmt.Sprintf(msgListFailed, k.gvr.GroupResource(), err))
+			continue
+		}
+		// The watchdog writes its condition through the status subresource,
+		// so a kind without one cannot carry it: no need to read the object.
+		if withStatus[k.gvr.GroupResource()] {
+			for i := range found {
+				a.addConditions(ctx, k.gvr, k.res.Namespaced, &found[i], warnings)
+			}
+		}
+		out = append(out, found...)
+	}
+	slices.SortFunc(out, func(x, y deletion) int {
+		return cmp.Or(x.DeletionTimestamp.Compare(y.DeletionTimestamp), cmp.Compare(x.Kind, y.Kind),
+			cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	return out
+}
+
+type listable struct {
+	gvr schema.GroupVersionResource
+	res metav1.APIResource
+}
+
+// listableKinds returns every resource that can be listed, in its group's
+// preferred version, and which resources have a status subresource. It
+// does not use ServerPreferredResources because that drops subresources.
+// A discovery error for some groups comes back with the rest.
+func (a auditor) listableKinds() ([]listable, map[schema.GroupResource]bool, error) {
+	groups, lists, err := a.discovery.ServerGroupsAndResources()
+	preferred := map[string]string{}
+	for _, g := range groups {
+		preferred[g.Name] = g.PreferredVersion.Version
+	}
+	chosen := map[schema.GroupResource]listable{}
+	withStatus := map[schema.GroupResource]bool{}
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if name, ok := strings.CutSuffix(r.Name, "/status"); ok {
+				withStatus[gv.WithResource(name).GroupResource()] = true
+				continue
+			}
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+				continue
+			}
+			gr := gv.WithResource(r.Name).GroupResource()
+			if _, ok := chosen[gr]; ok && gv.Version != preferred[gv.Group] {
+				continue
+			}
+			chosen[gr] = listable{gvr: gv.WithResource(r.Name), res: r}
+		}
+	}
+	out := slices.Collect(maps.Values(chosen))
+	slices.SortFunc(out, func(x, y listable) int {
+		return cmp.Or(cmp.Compare(x.gvr.Group, y.gvr.Group), cmp.Compare(x.gvr.Resource, y.gvr.Resource))
+	})
+	return out, withStatus, err
+}
+
+// deletingOf lists one resource as metadata, in pages, and keeps the
+// objects with a deletionTimestamp.
+func (a auditor) deletingOf(ctx context.Context, gvr schema.GroupVersionResource, r metav1.APIResource, now time.Time,
+	seen map[types.UID]bool) ([]deletion, error) {
+	scopes := []string{metav1.NamespaceAll}
+	if len(a.namespaces) > 0 {
+		if !r.Namespaced && gvr.GroupResource() != corev1.Resource("namespaces") {
+			return nil, nil
+		}
+		if r.Namespaced {
+			scopes = a.namespaces
+		}
+	}
+	var out []deletion
+	for _, ns := range scopes {
+		opts := metav1.ListOptions{Limit: listPage}
+		for {
+			var l *metav1.PartialObjectMetadataList
+			var err error
+			if r.Namespaced {
+				l, err = a.metadata.Resource(gvr).Namespace(ns).List(ctx, opts)
+			} else {
+				l, err = a.metadata.Resource(gvr).List(ctx, opts)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range l.Items {
+				if o.DeletionTimestamp == nil {
+					continue
+				}
+				if !r.Namespaced && len(a.namespaces) > 0 && !slices.Contains(a.namespaces, o.Name) {
+					continue
+				}
+				if seen[o.UID] {
+					continue
+				}
+				seen[o.UID] = true
+				dts := o.DeletionTimestamp.Time
+				age := now.Sub(dts)
+				out = append(out, deletion{
+					APIVersion: gvr.GroupVersion().String(), Kind: r.Kind, Namespace: o.Namespace, Name: o.Name,
+					DeletionTimestamp: dts, AgeSeconds: seconds(age), Overdue: age > a.settle, Finalizers: o.Finalizers,
+				})
+			}
+			if l.Continue == "" {
+				break
+			}
+			opts.Continue = l.Continue
+		}
+	}
+	return out, nil
+}
+
+// addConditions reads the full object, because metadata has no status: the
+// CleanupBlocked condition the watchdog writes, or for a namespace the
+// conditions of the namespace controller and its spec.finalizers.
+func (a auditor) addConditions(ctx context.Context, gvr schema.GroupVersionResource, namespaced bool, d *deletion, warnings *[]string) {
+	var obj *unstructured.Unstructured
+	var err error
+	if namespaced {
+		obj, err = a.dynamic.Resource(gvr).Namespace(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+	} else {
+		obj, err = a.dynamic.Resource(gvr).Get(ctx, d.Name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return // finished deleting since the list
+	}
+	if err != nil {
+		*warnings = append(*warnings, fmt.Sprintf(msgObjectRead, d.Kind, objectName(d.Namespace, d.Name), err))
+		return
+	}
+	isNamespace := gvr.GroupResource() == corev1.Resource("namespaces")
+	if isNamespace {
+		d.SpecFinalizers, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+	}
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		typ, _ := m["type"].(string)
+		status, _ := m["status"].(string)
+		if status != string(metav1.ConditionTrue) {
+			continue
+		}
+		if isNamespace && !slices.Contains(namespaceConditions, corev1.NamespaceConditionType(typ)) {
+			continue
+		}
+		if !isNamespace && typ != watchdog.ConditionType {
+			continue
+		}
+		reason, _ := m["reason"].(string)
+		message, _ := m["message"].(string)
+		d.Conditions = append(d.Conditions, condition{Type: typ, Reason: reason, Message: message})
+	}
+}
+
+// records fills the records section and returns the names of the record
+// ConfigMaps that exist, valid or not, so that events about records already
+// removed are not reported.
+func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[string]bool, error) {
+	names := map[string]bool{}
+	sec := recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}}
+	var nsObj metav1.PartialObjectMetadata
+	nsObj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := a.reader.Get(ctx, client.ObjectKey{Name: a.recordsNamespace}, &nsObj); apierrors.IsNotFound(err) {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf(msgNoRecordsNS, a.recordsNamespace))
+	}
+	store, err := ledger.NewConfigMapStore(ledger.ReadWriter{Reader: a.reader, Writer: readOnly{}}, a.recordsNamespace)
+	if err != nil {
+		return nil, err
+	}
+	cont := ""
+	for {
+		p, err := store.List(ctx, listPage, cont)
+		if err != nil {
+			return nil, fmt.Errorf(msgRecordsList, a.recordsNamespace, err)
+		}
+		for _, r := range p.Records {
+			sec.Total++
+			names[r.Source.Name] = true
+			state, err := a.ownerState(ctx, r.Owner)
+			if state == ownerPresent {
+				sec.OwnerPresent++
+				continue
+			}
+			age := now.Sub(r.SettleFrom())
+			g := goneRecord{
+				Record: r.Source.Name, Owner: ownerOf(r.Owner), OwnerState: state, AgeSeconds: seconds(age),
+				ExternalIDs: len(r.ExternalIDs), Deployment: r.Deployment,
+			}
+			if state == ownerUnknown {
+				g.Error = fmt.Sprintf(msgOwnerUnknownFmt, err)
+				sec.OwnerUnknown++
+				sec.Unknown = append(sec.Unknown, g)
+				continue
+			}
+			sec.OwnerGone++
+			if age > a.settle {
+				g.Overdue = true
+				sec.Overdue++
+			}
+			sec.Gone = append(sec.Gone, g)
+		}
+		for _, inv := range p.Invalid {
+			sec.Total++
+			ir := invalidRecord{Reason: inv.Err.Error()}
+			if inv.Record != nil {
+				ir.Owner = ownerOf(inv.Record.Owner)
+				if inv.Record.Source != nil {
+					ir.Record = inv.Record.Source.Name
+					names[ir.Record] = true
+				}
+			}
+			sec.Invalid = append(sec.Invalid, ir)
+		}
+		if p.Continue == "" {
+			break
+		}
+		cont = p.Continue
+	}
+	slices.SortFunc(sec.Gone, func(x, y goneRecord) int {
+		return cmp.Or(cmp.Compare(y.AgeSeconds, x.AgeSeconds), cmp.Compare(x.Record, y.Record))
+	})
+	slices.SortFunc(sec.Invalid, func(x, y invalidRecord) int { return cmp.Compare(x.Record, y.Record) })
+	rep.Records = sec
+	return names, nil
+}
+
+// ownerState looks the owner up as metadata, as the sweeper does: not
+// found, or found under another UID (recreated), is gone; a lookup that
+// fails is unknown, never gone.
+func (a auditor) ownerState(ctx context.Context, o ledger.Owner) (string, error) {
+	var obj metav1.PartialObjectMetadata
+	obj.SetGroupVersionKind(o.GroupVersionKind())
+	err := a.reader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Name}, &obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ownerGone, nil
+	case err != nil:
+		return ownerUnknown, err
+	case obj.UID != o.UID:
+		return ownerRecreated, nil
+	}
+	return ownerPresent, nil
+}
+
+// unreachable returns, per record that still exists, the sweeper's newest
+// event about it if that says unreachable or invalid; a newer "swept" event
+// means the problem was resolved.
+func (a auditor) unreachable(ctx context.Context, now time.Time, records map[string]bool) ([]unreachable, error) {
+	newest := map[string]unreachable{}
+	opts := []client.ListOption{client.InNamespace(a.recordsNamespace), client.Limit(listPage)}
+	for {
+		var l eventsv1.EventList
+		if err := a.reader.List(ctx, &l, opts...); err != nil {
+			return nil, fmt.Errorf(msgEventsList, a.recordsNamespace, err)
+		}
+		for i := range l.Items {
+			e := &l.Items[i]
+			if e.Regarding.Kind != "ConfigMap" || !records[e.Regarding.Name] {
+				continue
+			}
+			switch e.Reason {
+			case sweep.ReasonUnreachable, sweep.ReasonInvalid, sweep.ReasonSwept:
+			default:
+				continue
+			}
+			at := eventTime(e)
+			if prev, ok := newest[e.Regarding.Name]; ok && !at.After(prev.Time) {
+				continue
+			}
+			newest[e.Regarding.Name] = unreachable{
+				Record: e.Regarding.Name, Reason: e.Reason, Note: e.Note, Time: at, AgeSeconds: seconds(now.Sub(at)),
+			}
+		}
+		if l.Continue == "" {
+			break
+		}
+		opts = append(opts, client.Continue(l.Continue))
+	}
+	out := []unreachable{}
+	for _, u := range newest {
+		if u.Reason != sweep.ReasonSwept {
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(x, y unreachable) int { return cmp.Or(x.Time.Compare(y.Time), cmp.Compare(x.Record, y.Record)) })
+	return out, nil
+}
+
+// eventTime is when the event was last seen: a repeated event keeps its
+// eventTime and moves its series.
+func eventTime(e *eventsv1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func printReport(w io.Writer, rep report, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Stuck deletions (%d; overdue after %s)\n", len(rep.Deletions), age(rep.SettleSeconds))
+	if len(rep.Deletions) > 0 {
+		fmt.Fprintln(tw, "AGE\tOVERDUE\tKIND\tOBJECT\tFINALIZERS\tCONDITIONS")
+		for _, d := range rep.Deletions {
+			fins := d.Finalizers
+			if len(d.SpecFinalizers) > 0 {
+				fins = append(slices.Clone(fins), "spec:"+strings.Join(d.SpecFinalizers, ","))
+			}
+			conds := make([]string, len(d.Conditions))
+			for i, c := range d.Conditions {
+				conds[i] = c.Type + ": " + oneLine(c.Message)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", age(d.AgeSeconds), yes(d.Overdue), kindOf(d.APIVersion, d.Kind),
+				objectName(d.Namespace, d.Name), dash(strings.Join(fins, ",")), dash(strings.Join(conds, "; ")))
+		}
+	}
+	s := rep.Records
+	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue), %d lookup failed, %d invalid\n",
+		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.OwnerUnknown, len(s.Invalid))
+	if len(s.Gone)+len(s.Unknown) > 0 {
+		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tIDS\tDEPLOYMENT\tRECORD")
+		for _, g := range append(slices.Clone(s.Gone), s.Unknown...) {
+			state := g.OwnerState
+			if g.Error != "" {
+				state += " (" + oneLine(g.Error) + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), yes(g.Overdue), g.Owner, state, g.ExternalIDs, g.Deployment, g.Record)
+		}
+	}
+	if len(s.Invalid) > 0 {
+		// The heading also ends the table above: tabwriter aligns
+		// adjacent lines as one table.
+		fmt.Fprintf(tw, "Invalid records (%d; the sweeper will not touch them)\n", len(s.Invalid))
+		fmt.Fprintln(tw, "RECORD\tOWNER\tREASON")
+		for _, inv := range s.Invalid {
+			o := "-"
+			if inv.Owner.Name != "" {
+				o = inv.Owner.String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", inv.Record, o, oneLine(inv.Reason))
+		}
+	}
+	fmt.Fprintf(tw, "\nUnreachable records (%d)\n", len(rep.Unreachable))
+	if len(rep.Unreachable) > 0 {
+		fmt.Fprintln(tw, "AGE\tRECORD\tREASON\tNOTE")
+		for _, u := range rep.Unreachable {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", age(u.AgeSeconds), u.Record, u.Reason, oneLine(u.Note))
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		fmt.Fprintln(tw, "\nWarnings (parts of the cluster not checked)")
+		for _, m := range rep.Warnings {
+			fmt.Fprintln(tw, "  "+oneLine(m))
+		}
+	}
+	fmt.Fprintln(tw, "\n"+rep.summary())
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func seconds(d time.Duration) int64 { return int64(max(d, 0) / time.Second) }
+
+func age(s int64) string { return (time.Duration(s) * time.Second).String() }
+
+func objectName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// kindOf names the kind with its group, as kubectl does, because two groups
+// may define the same kind.
+func kindOf(apiVersion, kind string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || gv.Group == "" {
+		return kind
+	}
+	return kind + "." + gv.Group
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "-"
+}
+
+func dash(s string) string { return cmp.Or(s, "-") }
+
+// oneLine keeps a table row on one line: conditions and notes may hold
+// newlines and tabs, which would break the alignment.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// readOnly is the writer half of the audit's record store: the store's
+// API needs one, and the audit must never use it.
+type readOnly struct{}
+
+var _ client.Writer = readOnly{}
+
+func (readOnly) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return errReadOnly
+}
+func (readOnly) Create(context.Context, client.Object, ...client.CreateOption) error {
+	return errReadOnly
+}
+func (readOnly) Delete(context.Context, client.Object, ...client.DeleteOption) error {
+	return errReadOnly
+}
+func (readOnly) Update(context.Context, client.Object, ...client.UpdateOption) error {
+	return errReadOnly
+}
+func (readOnly) Patch(context.Context, client.Object, client.Patch, ...client.PatchOption) error {
+	return errReadOnly
+}
+func (readOnly) DeleteAllOf(context.Context, client.Object, ...client.DeleteAllOfOption) error {
+	return errReadOnly
+}

@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/sweep"
+	"github.com/finale-dev/finale/watchdog"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const (
+	testFinalizer = "test.finale.dev/hold"
+	testSettle    = 5 * time.Minute
+	waitTimeout   = 30 * time.Second
+	blockedMsg    = "finalizer test.finale.dev/hold has held the deletion for 12m0s: 9 cleanup attempts, last error class Transport"
+)
+
+var gadgetGVK = schema.GroupVersionKind{Group: "audit.finale.dev", Version: "v1", Kind: "Gadget"}
+
+// testAuditor audits the package's control plane at now, limited to
+// namespaces for the deletions section.
+func testAuditor(t *testing.T, recordsNS string, now time.Time, namespaces ...string) auditor {
+	t.Helper()
+	a, err := newAuditor(testenv.ControlPlane(t).Config, recordsNS, testSettle, clocktesting.NewFakePassiveClock(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.namespaces = namespaces
+	return a
+}
+
+func mustRun(t *testing.T, a auditor) report {
+	t.Helper()
+	rep, err := runAudit(t.Context(), a)
+	if err != nil {
+		t.Fatalf("runAudit: %v", err)
+	}
+	for _, w := range rep.Warnings {
+		t.Logf("warning: %s", w)
+	}
+	return rep
+}
+
+// deletingSince deletes obj (which holds a finalizer) and returns the
+// deletionTimestamp the apiserver gave it.
+func deletingSince(t *testing.T, c client.Client, obj client.Object) time.Time {
+	t.Helper()
+	if err := c.Delete(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	if obj.GetDeletionTimestamp() == nil {
+		t.Fatalf("%s has no deletionTimestamp after delete", obj.GetName())
+	}
+	return obj.GetDeletionTimestamp().Time
+}
+
+func TestAuditStuckObject(t *testing.T) {
+	t.Parallel()
+	c := testenv.Client(t, testenv.Scheme())
+	if err := controlplane.InstallCRDs(t.Context(), c, testenv.OpenCRD(gadgetGVK, "gadgets", true)); err != nil {
+		t.Fatal(err)
+	}
+	ns, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+
+	stuck := &unstructured.Unstructured{}
+	stuck.SetGroupVersionKind(gadgetGVK)
+	stuck.SetNamespace(ns)
+	stuck.SetName("stuck")
+	stuck.SetFinalizers([]string{testFinalizer})
+	if err := c.Create(t.Context(), stuck); err != nil {
+		t.Fatal(err)
+	}
+	// A second deleting object whose condition is False: listed, no condition shown.
+	recovered := stuck.DeepCopy()
+	recovered.SetName("recovered")
+	recovered.SetResourceVersion("")
+	if err := c.Create(t.Context(), recovered); err != nil {
+		t.Fatal(err)
+	}
+	dts := deletingSince(t, c, stuck)
+	dtsRecovered := deletingSince(t, c, recovered)
+	setConditions(t, c, stuck, metav1.Condition{Type: watchdog.ConditionType, Status: metav1.ConditionTrue,
+		Reason: watchdog.ReasonCleanupBlocked, Message: blockedMsg},
+		metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Fine"})
+	setConditions(t, c, recovered, metav1.Condition{Type: watchdog.ConditionType, Status: metav1.ConditionFalse,
+		Reason: watchdog.ReasonCleanupRecovered})
+
+	for name, tc := range map[string]struct {
+		now         time.Time
+		wantOverdue bool
+	}{
+		"within settle": {now: dtsRecovered.Add(time.Minute)},
+		"past settle":   {now: dtsRecovered.Add(time.Hour), wantOverdue: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := mustRun(t, testAuditor(t, recNS, tc.now, ns))
+			want := []deletion{{
+				APIVersion: "audit.finale.dev/v1", Kind: "Gadget", Namespace: ns, Name: "stuck",
+				DeletionTimestamp: dts, AgeSeconds: seconds(tc.now.Sub(dts)), Overdue: tc.wantOverdue,
+				Finalizers: []string{testFinalizer},
+				Conditions: []condition{{Type: watchdog.ConditionType, Reason: watchdog.ReasonCleanupBlocked, Message: blockedMsg}},
+			}, {
+				APIVersion: "audit.finale.dev/v1", Kind: "Gadget", Namespace: ns, Name: "recovered",
+				DeletionTimestamp: dtsRecovered, AgeSeconds: seconds(tc.now.Sub(dtsRecovered)), Overdue: tc.wantOverdue,
+				Finalizers: []string{testFinalizer},
+			}}
+			// Both may have the same second; the report then orders by name.
+			if dts.Equal(dtsRecovered) {
+				want[0], want[1] = want[1], want[0]
+			}
+			if diff := cmp.Diff(want, rep.Deletions); diff != "" {
+				t.Errorf("deletions (-want +got):\n%s", diff)
+			}
+			if got, want := rep.findings() > 0, tc.wantOverdue; got != want {
+				t.Errorf("findings = %d, want findings %v", rep.findings(), want)
+			}
+			var out bytes.Buffer
+			if err := printReport(&out, rep, "text"); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{
+				"Gadget.audit.finale.dev", ns + "/stuck", "CleanupBlocked: " + blockedMsg,
+				"2 stuck deletions, 0 records (0 owner gone, 0 overdue), 0 unreachable",
+			} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("text report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}
+
+func setConditions(t *testing.T, c client.Client, obj *unstructured.Unstructured, conds ...metav1.Condition) {
+	t.Helper()
+	list := make([]any, len(conds))
+	for i, cd := range conds {
+		list[i] = map[string]any{
+			"type": cd.Type, "status": string(cd.Status), "reason": cd.Reason, "message": cd.Message,
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+		}
+	}
+	if err := unstructured.SetNestedSlice(obj.Object, list, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Status().Update(t.Context(), obj); err != nil {
+		t.Fatalf("set conditions of %s: %v", obj.GetName(), err)
+	}
+}
+
+// TestAuditTerminatingNamespace deletes a namespace whose content holds a
+// finalizer: the real namespace controller leaves it terminating.
+func TestAuditTerminatingNamespace(t *testing.T) {
+	t.Parallel()
+	c := testenv.Client(t, testenv.Scheme())
+	ns, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held", Finalizers: []string{testFinalizer}}}
+	if err := c.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	nsDTS := deletingSince(t, c, nsObj)
+	var cmDTS time.Time
+	err := controlplane.WaitFor(t.Context(), waitTimeout, "the namespace controller to report the remaining finalizer",
+		func(ctx context.Context) (bool, error) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(nsObj), nsObj); err != nil {
+				return false, err
+			}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+				return false, err
+			}
+			for _, cd := range nsObj.Status.Conditions {
+				if cd.Type == corev1.NamespaceFinalizersRemaining && cd.Status == corev1.ConditionTrue && cm.DeletionTimestamp != nil {
+					cmDTS = cm.DeletionTimestamp.Time
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	now := cmDTS.Add(time.Hour)
+	rep := mustRun(t, testAuditor(t, recNS, now, ns))
+	want := []deletion{{
+		APIVersion: "v1", Kind: "Namespace", Name: ns, DeletionTimestamp: nsDTS, AgeSeconds: seconds(now.Sub(nsDTS)),
+		Overdue: true, SpecFinalizers: []string{"kubernetes"},
+		Conditions: []condition{
+			{Type: string(corev1.NamespaceContentRemaining), Reason: "SomeResourcesRemain"},
+			{Type: string(corev1.NamespaceFinalizersRemaining), Reason: "SomeFinalizersRemain"},
+		},
+	}, {
+		APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "held", DeletionTimestamp: cmDTS,
+		AgeSeconds: seconds(now.Sub(cmDTS)), Overdue: true, Finalizers: []string{testFinalizer},
+	}}
+	if nsDTS.Equal(cmDTS) {
+		want[0], want[1] = want[1], want[0] // same second: ConfigMap sorts before Namespace
+	}
+	// The controller's messages list what remains; the reasons say enough.
+	ignoreMessages := cmpopts.IgnoreFields(condition{}, "Message")
+	if diff := cmp.Diff(want, rep.Deletions, ignoreMessages); diff != "" {
+		t.Errorf("deletions (-want +got):\n%s", diff)
+	}
+	var out bytes.Buffer
+	if err := printReport(&out, rep, "text"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("text report:\n%s", out.String())
+	if want := "spec:kubernetes"; !strings.Contains(out.String(), want) {
+		t.Errorf("text report lacks %q:\n%s", want, out.String())
+	}
+}
+
+// testRecord is a valid record for owner, created at createdAt and last
+// attempted at lastAttempt.
+func testRecord(o ledger.Owner, createdAt, lastAttempt time.Time, ids ...string) *ledger.Record {
+	return &ledger.Record{
+		Schema: ledger.SchemaVersion, Owner: o, Deployment: "deployment-a",
+		Proof: ledger.Commit(ledger.Identity{Deployment: "deployment-a", Token: []byte("0123456789abcdef")}),
+		Tag:   ledger.Tag(o), ExternalIDs: ids, CreatedAt: createdAt, LastCreateAttempt: lastAttempt,
+	}
+}
+
+func TestAuditRecords(t *testing.T) {
+	t.Parallel()
+	c := testenv.Client(t, testenv.Scheme())
+	ownerNS, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+	store, err := ledger.NewConfigMapStore(c, recNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second).Add(time.Hour)
+	ownerRef := func(name string, uid types.UID) ledger.Owner {
+		return ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: name, UID: uid}
+	}
+	live := func(name string) types.UID {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownerNS, Name: name}}
+		if err := c.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.UID
+	}
+	present := ownerRef("present", live("present"))
+	gone := ownerRef("vanished", uuid.NewUUID())       // never existed under this UID
+	recreated := ownerRef("recreated", uuid.NewUUID()) // the live one has another UID
+	settling := ownerRef("settling", uuid.NewUUID())   // gone, attempted a moment ago
+	_ = live("recreated")
+	for _, r := range []*ledger.Record{
+		testRecord(present, now.Add(-2*time.Hour), now.Add(-2*time.Hour), "id-1"),
+		testRecord(gone, now.Add(-3*time.Hour), now.Add(-time.Hour), "id-2", "id-3"),
+		testRecord(recreated, now.Add(-10*time.Minute), now.Add(-10*time.Minute)),
+		testRecord(settling, now.Add(-time.Hour), now.Add(-2*time.Minute), "id-4"),
+	} {
+		if err := store.Put(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	garbage := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: recNS, Name: ledger.NamePrefix + "garbage",
+			Labels: map[string]string{ledger.LabelRecord: ledger.LabelRecordValue}},
+		Data: map[string]string{"schemaVersion": "one", "ownerKind": "Role"},
+	}
+	if err := c.Create(t.Context(), garbage); err != nil {
+		t.Fatal(err)
+	}
+
+	// The sweeper's Events: the newest per record counts, and a record
+	// already removed has nothing left to report.
+	goneName, recreatedName := ledger.ConfigMapName(gone.UID), ledger.ConfigMapName(recreated.UID)
+	events := []struct {
+		record, reason, note string
+		at                   time.Time
+	}{
+		{goneName, sweep.ReasonUnreachable, "older note", now.Add(-30 * time.Minute)},
+		{goneName, sweep.ReasonUnreachable, "no connection proves deployment-a", now.Add(-20 * time.Minute)},
+		{recreatedName, sweep.ReasonUnreachable, "was unreachable", now.Add(-9 * time.Minute)},
+		{recreatedName, sweep.ReasonSwept, "swept after all", now.Add(-8 * time.Minute)},
+		{ledger.NamePrefix + "removed", sweep.ReasonUnreachable, "record since removed", now.Add(-7 * time.Minute)},
+		{garbage.Name, sweep.ReasonInvalid, "cannot decode", now.Add(-6 * time.Minute)},
+	}
+	for i, e := range events {
+		ev := &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{Namespace: recNS, Name: "sweep-" + string(rune('a'+i))},
+			EventTime:           metav1.NewMicroTime(e.at),
+			ReportingController: "finale.dev/test", ReportingInstance: "test",
+			Action: sweep.ActionSweep, Reason: e.reason, Type: corev1.EventTypeWarning, Note: e.note,
+			Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: recNS, Name: e.record},
+		}
+		if err := c.Create(t.Context(), ev); err != nil {
+			t.Fatalf("create event: %v", err)
+		}
+	}
+
+	rep := mustRun(t, testAuditor(t, recNS, now, ownerNS))
+	want := recordsSection{
+		Total: 5, OwnerPresent: 1, OwnerGone: 3, Overdue: 2,
+		Gone: []goneRecord{
+			{Record: goneName, Owner: ownerOf(gone), OwnerState: ownerGone, AgeSeconds: 3600, ExternalIDs: 2,
+				Deployment: "deployment-a", Overdue: true},
+			{Record: recreatedName, Owner: ownerOf(recreated), OwnerState: ownerRecreated, AgeSeconds: 600,
+				Deployment: "deployment-a", Overdue: true},
+			{Record: ledger.ConfigMapName(settling.UID), Owner: ownerOf(settling), OwnerState: ownerGone, AgeSeconds: 120,
+				ExternalIDs: 1, Deployment: "deployment-a"},
+		},
+		Invalid: []invalidRecord{{Record: garbage.Name, Owner: owner{Kind: "Role"}}},
+	}
+	if diff := cmp.Diff(want, rep.Records, cmpopts.IgnoreFields(invalidRecord{}, "Reason")); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+	if len(rep.Records.Invalid) == 1 && !strings.Contains(rep.Records.Invalid[0].Reason, "schemaVersion") {
+		t.Errorf("invalid reason %q does not name the bad field", rep.Records.Invalid[0].Reason)
+	}
+	wantUnreachable := []unreachable{
+		{Record: goneName, Reason: sweep.ReasonUnreachable, Note: "no connection proves deployment-a",
+			Time: now.Add(-20 * time.Minute), AgeSeconds: 1200},
+		{Record: garbage.Name, Reason: sweep.ReasonInvalid, Note: "cannot decode", Time: now.Add(-6 * time.Minute), AgeSeconds: 360},
+	}
+	if diff := cmp.Diff(wantUnreachable, rep.Unreachable, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
+		t.Errorf("unreachable (-want +got):\n%s", diff)
+	}
+	if got, want := rep.summary(), "0 stuck deletions, 5 records (3 owner gone, 2 overdue), 2 unreachable, 1 invalid records"; got != want {
+		t.Errorf("summary = %q, want %q", got, want)
+	}
+
+	var text bytes.Buffer
+	if err := printReport(&text, rep, "text"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("text report:\n%s", text.String())
+	for _, want := range []string{"Cleanup records in " + recNS + ": 5 total, 1 owner present, 3 owner gone (2 overdue)",
+		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection proves deployment-a"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+
+	// The command itself, on the whole cluster: other tests' stuck objects
+	// may show up too, so only this test's records are checked.
+	t.Run("command", func(t *testing.T) {
+		var out bytes.Buffer
+		err := audit(t.Context(), []string{"--kubeconfig", testenv.ControlPlane(t).Kubeconfig, "--records-namespace", recNS, "-o", "json"}, &out)
+		if !errors.Is(err, errFindings) {
+			t.Fatalf("audit = %v, want errFindings", err)
+		}
+		var got report
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("decode JSON report: %v\n%s", err, out.String())
+		}
+		if got.RecordsNamespace != recNS || got.Records.Total != 5 || got.Records.OwnerGone != 3 || len(got.Unreachable) != 2 {
+			t.Errorf("JSON report: namespace %s, %d records, %d gone, %d unreachable; want %s, 5, 3, 2",
+				got.RecordsNamespace, got.Records.Total, got.Records.OwnerGone, len(got.Unreachable), recNS)
+		}
+	})
+}
+
+func TestAuditClean(t *testing.T) {
+	t.Parallel()
+	c := testenv.Client(t, testenv.Scheme())
+	ns, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+	rep := mustRun(t, testAuditor(t, recNS, time.Now().Add(time.Hour), ns))
+	want := report{
+		Now: rep.Now, SettleSeconds: 300, RecordsNamespace: recNS, Deletions: []deletion{},
+		Records: recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}}, Unreachable: []unreachable{},
+	}
+	if diff := cmp.Diff(want, rep); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	if n := rep.findings(); n != 0 {
+		t.Errorf("findings = %d, want 0", n)
+	}
+
+	t.Run("missing records namespace", func(t *testing.T) {
+		rep := mustRun(t, testAuditor(t, "no-such-namespace", time.Now(), ns))
+		if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "no-such-namespace does not exist") {
+			t.Errorf("warnings = %q, want one about the missing namespace", rep.Warnings)
+		}
+	})
+}
+
+func TestAuditArguments(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	deadCluster := filepath.Join(dir, "dead")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["dead"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	kc.AuthInfos["dead"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["dead"] = &clientcmdapi.Context{Cluster: "dead", AuthInfo: "dead"}
+	kc.CurrentContext = "dead"
+	if err := clientcmd.WriteToFile(*kc, deadCluster); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"unknown flag":   {args: []string{"--no-such-flag"}, want: []string{"no-such-flag"}},
+		"bad output":     {args: []string{"-o", "yaml"}, want: []string{`"yaml"`, "text or json"}},
+		"bad settle":     {args: []string{"--settle", "-1s"}, want: []string{"--settle"}},
+		"extra argument": {args: []string{"now"}, want: []string{`"now"`}},
+		"missing config": {args: []string{"--kubeconfig", missing}, want: []string{"--kubeconfig " + missing}},
+		"help":           {args: []string{"-h"}},
+		"dead cluster":   {args: []string{"--kubeconfig", deadCluster}, want: []string{"cannot reach the cluster at https://127.0.0.1:1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := audit(t.Context(), tc.args, &out)
+			if tc.want == nil {
+				if err != nil || !strings.Contains(out.String(), "usage: finale audit") {
+					t.Errorf("audit(%q) = %v, want nil and the usage:\n%s", tc.args, err, out.String())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("audit(%q) succeeded", tc.args)
+			}
+			if errors.Is(err, errFindings) {
+				t.Errorf("audit(%q) = %v: a usage error is not a finding", tc.args, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("audit(%q) = %v, want it to mention %s", tc.args, err, w)
+				}
+			}
+		})
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("audit created %s", missing)
+	}
+}
