@@ -348,9 +348,45 @@ func TestStaleReadOfOwnWriteIsSkipped(t *testing.T) {
 
 	// Without the memory of its writes (a new reconciler, as after a
 	// restart) the same stale read is acted on: what the skip prevents.
-	fresh := e.reconciler(&staleReader{Client: faultinject.WrapClient(e.c, script), stale: afterFinalizer}, lifecycle.Options{Ledger: e.led})
+	fresh := e.reconciler(&staleReader{Client: faultinject.WrapClient(e.c, script), stale: afterFinalizer}, lifecycle.Options{Ledger: e.led, APIReader: e.c})
 	reconcileOnce(t, fresh, w)
 	if !slices.Contains(e.events.take(), event{"Normal", lifecycle.ReasonAdopted}) || script.Writes() == writes {
 		t.Error("the control case did not act on the stale read; the test proves nothing")
+	}
+}
+
+// Another writer's condition (the watchdog's CleanupBlocked) survives a
+// status write made from a copy that predates it: the conditions list is
+// replaced whole by a merge patch, so the write is conditional and, on a
+// conflict, redone on a fresh read.
+func TestStatusWriteKeepsOtherWritersConditions(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.widget("a", "")
+	reader := &staleReader{Client: e.c}
+	r := e.reconciler(reader, lifecycle.Options{Ledger: e.led, APIReader: e.c})
+	reconcileOnce(t, r, w)
+
+	// A spec change, so the next reconcile has a status to write...
+	live := e.get(w)
+	live.Spec.DeletionPolicy = "Delete"
+	if err := e.c.Update(t.Context(), live); err != nil {
+		t.Fatal(err)
+	}
+	reader.stale = e.get(w)
+	// ...and, after the copy it will read, another writer's condition.
+	blocked := metav1.Condition{Type: watchdog.ConditionType, Status: metav1.ConditionTrue, Reason: "Transport", Message: "blocked"}
+	target := e.get(w)
+	target.SetGroupVersionKind(widgetGV.WithKind("Widget"))
+	if err := (watchdog.StatusConditions{Reader: e.c, Status: e.c}).WriteCondition(t.Context(), target, blocked); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, w)
+
+	got := e.get(w)
+	if c := meta.FindStatusCondition(got.Status.Conditions, watchdog.ConditionType); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the other writer's condition was dropped: %+v", got.Status.Conditions)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, lifecycle.ConditionReady); c == nil || c.ObservedGeneration != got.Generation || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("this reconcile's status was not written on the fresh copy: generation %d, status %+v", got.Generation, got.Status)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,6 +94,9 @@ type status[O client.Object, K comparable, C any] struct {
 	before []metav1.Condition
 	// discarded: this reconcile's changes are not worth a write.
 	discarded bool
+	// changed are the types of the conditions this reconcile set, to set
+	// again on a fresh copy when the patch meets a concurrent writer.
+	changed []string
 }
 
 func newStatus[O client.Object, K comparable, C any](r *Reconciler[O, K, C], obj O) *status[O, K, C] {
@@ -131,7 +135,15 @@ func (s *status[O, K, C]) set(t string, ok bool, reason, msg string, args ...any
 	}
 	meta.SetStatusCondition(s.f.conditions, c)
 	*s.f.observed = s.obj.GetGeneration()
+	if !slices.Contains(s.changed, t) {
+		s.changed = append(s.changed, t)
+	}
 }
+
+// statusRetries bounds flush's re-reads after conflicts: the status has few
+// writers (this reconciler and the watchdog), so more means the caller
+// should requeue.
+const statusRetries = 3
 
 // discard drops the changes made so far and makes flush write nothing.
 func (s *status[O, K, C]) discard() { s.discarded = true }
@@ -141,13 +153,33 @@ func (s *status[O, K, C]) flush(ctx context.Context) error {
 	if s.discarded || reflect.DeepEqual(s.base, client.Object(s.obj)) {
 		return nil
 	}
-	if err := s.r.c.Status().Patch(ctx, s.obj, client.MergeFrom(s.base)); err != nil {
+	// The conditions list is replaced whole by a merge patch, so the patch
+	// is conditional on the version read: another writer's condition (the
+	// watchdog's CleanupBlocked, say) is never dropped by a stale copy.
+	// After a conflict this reconcile's conditions are set again on a
+	// fresh read.
+	obj, base := client.Object(s.obj), s.base
+	for attempt := 0; ; attempt++ {
+		err := s.r.c.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if err == nil {
+			break
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("lifecycle: patch status: %w", err)
+		if !apierrors.IsConflict(err) || attempt == statusRetries {
+			return fmt.Errorf("lifecycle: patch status: %w", err)
+		}
+		fresh, ok, err := s.readLive(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		obj, base = fresh, fresh.DeepCopyObject().(client.Object)
+		if err := s.copyConditions(fresh); err != nil {
+			return err
+		}
 	}
-	s.r.supersede(s.obj, s.base.GetResourceVersion())
+	s.r.supersede(obj, base.GetResourceVersion())
 	s.base = s.obj.DeepCopyObject().(client.Object)
 	// One Event per condition whose status or reason differs from what was
 	// read: a transition, never a repeat, never an intermediate state.
@@ -166,5 +198,34 @@ func (s *status[O, K, C]) flush(ctx context.Context) error {
 	for _, c := range *s.f.conditions {
 		s.before = append(s.before, *c.DeepCopy())
 	}
+	return nil
+}
+
+// readLive reads the object live; ok is false when it is gone (or is
+// another object of the same name).
+func (s *status[O, K, C]) readLive(ctx context.Context) (O, bool, error) {
+	fresh := s.r.newObj()
+	if err := s.r.o.APIReader.Get(ctx, client.ObjectKeyFromObject(s.obj), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fresh, false, nil
+		}
+		return fresh, false, fmt.Errorf("lifecycle: read %s after a status conflict: %w", client.ObjectKeyFromObject(s.obj), err)
+	}
+	return fresh, fresh.GetUID() == s.obj.GetUID(), nil
+}
+
+// copyConditions sets this reconcile's conditions and observed generation
+// on fresh, leaving everyone else's as fresh has them.
+func (s *status[O, K, C]) copyConditions(fresh O) error {
+	f, err := fieldsOf(fresh)
+	if err != nil {
+		return err
+	}
+	for _, t := range s.changed {
+		if c := s.get(t); c != nil {
+			meta.SetStatusCondition(f.conditions, *c)
+		}
+	}
+	*f.observed = s.obj.GetGeneration()
 	return nil
 }
