@@ -123,24 +123,7 @@ func scheme() *runtime.Scheme {
 }
 
 func jobCRD() *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	obj := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "jobs." + jobGV.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: jobGV.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "jobs", Singular: "job", Kind: "Job", ListKind: "JobList"},
-			Scope: apiextensionsv1.NamespaceScoped,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: jobGV.Version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type:       "object",
-					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": obj, "status": obj},
-				}},
-			}},
-		},
-	}
+	return testenv.OpenCRD(jobGV.WithKind("Job"), "jobs", true)
 }
 
 // The owner's adapters, as a user would write them.

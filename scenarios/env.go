@@ -19,16 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -36,6 +30,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/operator"
 	"github.com/finale-dev/finale/pgserver"
 )
 
@@ -108,10 +103,8 @@ type world struct {
 
 	// mu guards everything below: the operator is stopped from OnCrash,
 	// which runs on a reconcile goroutine.
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	op     *controller.Operator
+	mu  sync.Mutex
+	run *operator.Running
 	// uids of every Role and Database this run created, for the leak
 	// check's scope.
 	uids map[string]bool
@@ -194,93 +187,62 @@ func (w *world) namespace(ctx context.Context, prefix string) (string, error) {
 func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cancel != nil {
+	if w.run != nil {
 		return nil
-	}
-	opts := manager.Options{
-		Scheme:                 w.scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if len(w.only) > 0 {
-		nss := map[string]cache.Config{w.recNS: {}}
-		for _, ns := range w.only {
-			nss[ns] = cache.Config{}
-		}
-		opts.Cache = cache.Options{DefaultNamespaces: nss}
-	}
-	if script != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.New(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return faultinject.WrapClient(c, script), nil
-		}
-	}
-	mgr, err := manager.New(w.env.ControlPlane.Config, opts)
-	if err != nil {
-		return fmt.Errorf("operator manager: %w", err)
 	}
 	var clk clock.Clock = w.clock
 	stmts := w.stmts
 	w.stmts = nil
 	gate := &faultinject.Gate{}
 	events := &faultinject.EventFault{}
-	op, err := controller.Setup(mgr, controller.Options{
-		Statements: stmts,
-		WrapReconciler: func(name string, r reconcile.Reconciler) reconcile.Reconciler {
-			if name != controller.ControllerRole {
-				return r
-			}
-			gate.Inner = r
-			return gate
+	var nss []string
+	if len(w.only) > 0 {
+		nss = append([]string{w.recNS}, w.only...)
+	}
+	// The operator outlives the call that starts it: stop ends it.
+	run, err := operator.Start(context.WithoutCancel(ctx), operator.Options{
+		Config: w.env.ControlPlane.Config, Scheme: w.scheme, Script: script, Namespaces: nss,
+		Operator: controller.Options{
+			Statements: stmts,
+			WrapReconciler: func(name string, r reconcile.Reconciler) reconcile.Reconciler {
+				if name != controller.ControllerRole {
+					return r
+				}
+				gate.Inner = r
+				return gate
+			},
+			WrapEventHandler: func(name string, h handler.EventHandler) handler.EventHandler {
+				if name != controller.ControllerRole {
+					return h
+				}
+				return events.Handler(h)
+			},
+			RecordsNamespace: w.recNS,
+			Naive:            w.naive,
+			Clock:            clk,
+			HoldTimeout:      holdTimeout,
+			CallTimeout:      callTimeout,
+			RetryInterval:    retryInterval,
+			Workers:          2,
+			PoolName:         "scenarios",
 		},
-		WrapEventHandler: func(name string, h handler.EventHandler) handler.EventHandler {
-			if name != controller.ControllerRole {
-				return h
-			}
-			return events.Handler(h)
-		},
-		RecordsNamespace:   w.recNS,
-		Naive:              w.naive,
-		Clock:              clk,
-		HoldTimeout:        holdTimeout,
-		CallTimeout:        callTimeout,
-		RetryInterval:      retryInterval,
-		Workers:            2,
-		PoolName:           "scenarios",
-		SkipNameValidation: true,
 	})
 	if err != nil {
-		return fmt.Errorf("operator setup: %w", err)
+		return err
 	}
-	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = mgr.Start(mctx)
-	}()
-	if script != nil {
-		script.OnCrash = cancel
-	}
-	w.cancel, w.done, w.op, w.gate, w.events = cancel, done, op, gate, events
+	w.run, w.gate, w.events = run, gate, events
 	return nil
 }
 
 // stop stops the operator, if it runs, and waits until it has.
 func (w *world) stop() {
 	w.mu.Lock()
-	cancel, done, op := w.cancel, w.done, w.op
-	w.cancel, w.done, w.op, w.gate, w.events = nil, nil, nil, nil, nil
+	run := w.run
+	w.run, w.gate, w.events = nil, nil, nil
 	w.mu.Unlock()
-	if cancel == nil {
-		return
+	if run != nil {
+		_ = run.Stop() // a crashed or stopped operator's exit is the scenario's point, not an error
 	}
-	cancel()
-	<-done
-	_ = op.Pool.Close()
 }
 
 // server creates the credential Secret and the Server in ns, the Server
@@ -457,10 +419,10 @@ func (w *world) setStatements(f func(ctx context.Context, sql string, err error)
 // Script's OnCrash does: callable from a reconcile goroutine.
 func (w *world) crash() {
 	w.mu.Lock()
-	cancel := w.cancel
+	run := w.run
 	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if run != nil {
+		run.Crash()
 	}
 }
 

@@ -20,14 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
@@ -35,6 +30,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/internal/operator"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios"
 )
@@ -154,53 +150,17 @@ func (s *story) say(format string, args ...any) { fmt.Fprintf(s.out, format+"\n"
 // API client. The returned stop drops all its in-memory state, the client
 // pool included, as a crash would.
 func (s *story) startOperator(ctx context.Context, script *faultinject.Script) (func(), error) {
-	opts := manager.Options{
-		Scheme:                 s.scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// The demo restarts the operator in-process; controller-runtime's
-		// name check is process-wide.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if script != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.New(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return faultinject.WrapClient(c, script), nil
-		}
-	}
-	mgr, err := manager.New(s.cp.Config, opts)
+	r, err := operator.Start(ctx, operator.Options{
+		Config: s.cp.Config, Scheme: s.scheme, Script: script,
+		Operator: controller.Options{RecordsNamespace: recordsNamespace, CallTimeout: callTimeout},
+	})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := controller.Setup(mgr, controller.Options{
-		RecordsNamespace:   recordsNamespace,
-		CallTimeout:        callTimeout,
-		SkipNameValidation: true,
-	}); err != nil {
-		return nil, err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mctx); err != nil {
+	return func() {
+		if err := r.Stop(); err != nil {
 			s.say("operator stopped with: %v", err)
 		}
-	}()
-	if script != nil {
-		script.OnCrash = cancel
-	}
-	var once bool
-	return func() {
-		if once {
-			return
-		}
-		once = true
-		cancel()
-		<-done
 	}, nil
 }
 

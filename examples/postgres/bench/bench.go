@@ -18,17 +18,14 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/operator"
 	"github.com/finale-dev/finale/internal/pgtarget"
 	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/pgserver"
@@ -128,8 +125,8 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 	if err != nil {
 		return run{}, err
 	}
-	defer op.stop()
-	if err := op.serverReady(ctx, env.ns); err != nil {
+	defer func() { _ = op.Stop() }() // the run's figures are what it returns
+	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
 		return run{}, err
 	}
 	before := len(script.Calls())
@@ -141,14 +138,14 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 	if err := env.createRoles(ctx, n); err != nil {
 		return run{}, err
 	}
-	if err := op.waitRoles(ctx, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
+	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
 		return run{}, err
 	}
 	ready := time.Since(start)
 	if err := env.c.DeleteAllOf(ctx, &v1alpha1.Role{}, client.InNamespace(env.ns)); err != nil {
 		return run{}, err
 	}
-	if err := op.waitRoles(ctx, env.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 }); err != nil {
+	if err := waitRoles(ctx, op.Cache, env.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 }); err != nil {
 		return run{}, err
 	}
 	wall := time.Since(start)
@@ -204,15 +201,15 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	if err != nil {
 		return res, err
 	}
-	defer op.stop()
-	if err := op.serverReady(ctx, env.ns); err != nil {
+	defer func() { _ = op.Stop() }() // the run's figures are what it returns
+	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
 		return res, err
 	}
 	s.logf("namespace deletion: %d Roles", n)
 	if err := env.createRoles(ctx, n); err != nil {
 		return res, err
 	}
-	if err := op.waitRoles(ctx, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
+	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
 		return res, err
 	}
 	start := time.Now()
@@ -227,7 +224,7 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	if err := env.noRolesLeft(ctx); err != nil {
 		return res, err
 	}
-	op.stop()
+	_ = op.Stop() // the roles are dropped; what follows needs no operator
 
 	direct := pgtarget.RandomName("bench_direct_") + "_"
 	for i := range n {
@@ -352,66 +349,27 @@ func (e *env) noRolesLeft(ctx context.Context) error {
 	return nil
 }
 
-// operator is the reference operator running in this process.
-type operator struct {
-	cache client.Reader
-	stop  func()
-}
-
-func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script) (*operator, error) {
-	opts := manager.Options{
-		Scheme:                 e.scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Several runs in one process; controller-runtime's name check is
-		// process-wide.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if script != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.New(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return faultinject.WrapClient(c, script), nil
-		}
-	}
-	mgr, err := manager.New(e.s.Config, opts)
-	if err != nil {
-		return nil, err
-	}
-	op, err := controller.Setup(mgr, controller.Options{
-		RecordsNamespace: e.recNS, Naive: naive, SkipNameValidation: true, PoolName: "bench-" + e.recNS,
+// startOperator runs the operator in this process, its client counted by
+// script when set, and waits until its cache is filled.
+func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script) (*operator.Running, error) {
+	r, err := operator.Start(ctx, operator.Options{
+		Config: e.s.Config, Scheme: e.scheme, Script: script,
+		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: naive, PoolName: "bench-" + e.recNS},
 	})
 	if err != nil {
 		return nil, err
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	stopped := false
-	o := &operator{cache: mgr.GetCache(), stop: func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			e.s.logf("operator stopped with: %v", err)
-		}
-		_ = op.Pool.Close() // best effort: the run is over
-	}}
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		o.stop()
-		return nil, fmt.Errorf("bench: the operator's cache did not sync: %w", ctx.Err())
+	if err := r.WaitForCacheSync(ctx); err != nil {
+		_ = r.Stop() // the sync error is the one to report
+		return nil, err
 	}
-	return o, nil
+	return r, nil
 }
 
-func (o *operator) serverReady(ctx context.Context, ns string) error {
+func serverReady(ctx context.Context, c client.Reader, ns string) error {
 	return controlplane.WaitFor(ctx, waitLimit, "the Server to be Ready", func(ctx context.Context) (bool, error) {
 		var srv v1alpha1.Server
-		if err := o.cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg"}, &srv); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg"}, &srv); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		return meta.IsStatusConditionTrue(srv.Status.Conditions, v1alpha1.ConditionReady), nil
@@ -420,10 +378,10 @@ func (o *operator) serverReady(ctx context.Context, ns string) error {
 
 // waitRoles waits on the operator's cache: free for the API server, where
 // polling Lists of N Roles would load the server being measured.
-func (o *operator) waitRoles(ctx context.Context, ns, what string, done func(*v1alpha1.RoleList) bool) error {
+func waitRoles(ctx context.Context, c client.Reader, ns, what string, done func(*v1alpha1.RoleList) bool) error {
 	return controlplane.WaitFor(ctx, waitLimit, what, func(ctx context.Context) (bool, error) {
 		var l v1alpha1.RoleList
-		if err := o.cache.List(ctx, &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		if err := c.List(ctx, &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 			return false, err
 		}
 		return done(&l), nil
