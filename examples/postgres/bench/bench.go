@@ -149,11 +149,11 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 		return run{}, err
 	}
 	wall := time.Since(start)
-	s.logf("  all Ready after %s, all gone %s later", ready.Round(time.Millisecond), (wall - ready).Round(time.Millisecond))
 	cpu1, err := procstat.CPUByCommand()
 	if err != nil {
 		return run{}, err
 	}
+	s.logf("  all Ready after %s, all gone %s later", ready.Round(time.Millisecond), (wall - ready).Round(time.Millisecond))
 	if err := env.noRolesLeft(ctx); err != nil {
 		return run{}, err
 	}
