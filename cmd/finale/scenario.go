@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios"
@@ -36,6 +39,9 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
 	}
 
+	// The runs narrate what matters; the operator's own log (errors made on
+	// purpose by the faults) would bury it.
+	ctrllog.SetLogger(logr.Discard())
 	fmt.Fprintln(out, "-- starting the control plane and PostgreSQL")
 	cp, err := controlplane.Start(ctx, controlplane.Options{Log: out})
 	if err != nil {
