@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/internal/pgtarget"
 )
 
@@ -25,17 +22,7 @@ import (
 // and the deletion finishes without a restart.
 func TestFrozenConnectionIsEvictedAndDeletionFinishes(t *testing.T) {
 	w := start(t, controller.Options{CallTimeout: 2 * time.Second})
-	proxy, err := faultinject.NewProxy(w.pg.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	host, port, err := net.SplitHostPort(proxy.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	ns := w.serverAt(host, p)
+	ns, proxy := w.serverBehindProxy()
 	r := role(ns, "r", pgtarget.RandomName("frozen_"))
 	w.create(r)
 	w.ready(r)
@@ -136,17 +123,7 @@ func TestRestartMidCreationNoDuplicateNoLeftover(t *testing.T) {
 // is created through a fresh session, without a restart.
 func TestResetConnectionIsEvicted(t *testing.T) {
 	w := start(t, controller.Options{CallTimeout: 2 * time.Second})
-	proxy, err := faultinject.NewProxy(w.pg.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	host, port, err := net.SplitHostPort(proxy.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	ns := w.serverAt(host, p)
+	ns, proxy := w.serverBehindProxy()
 	first := role(ns, "first", pgtarget.RandomName("reset_"))
 	w.create(first)
 	w.ready(first)

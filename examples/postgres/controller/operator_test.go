@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +30,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
@@ -159,6 +162,26 @@ func (w *world) server() (ns string) {
 func (w *world) namespace() string {
 	w.t.Helper()
 	return testenv.Namespace(w.t, w.c)
+}
+
+// serverBehindProxy is server with a fault proxy between the Server and
+// PostgreSQL.
+func (w *world) serverBehindProxy() (ns string, proxy *faultinject.Proxy) {
+	w.t.Helper()
+	proxy, err := faultinject.NewProxy(w.pg.Addr())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = proxy.Close() })
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return w.serverAt(host, p), proxy
 }
 
 // serverAt is server with the Server pointing at host:port (a proxy, say).
