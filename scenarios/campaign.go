@@ -159,43 +159,27 @@ func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer)
 		err   error
 	}
 	outcomes := make([]outcome, opts.Runs)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for _, w := range worlds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				o := &outcomes[i]
-				o.seed = opts.Seed + int64(i)
-				steps := schedule(o.seed, opts.Steps)
-				for _, s := range steps {
-					o.sched = append(o.sched, s.String())
-				}
-				if err := w.campaignRun(ctx, steps, &o.res); err != nil {
-					if ctx.Err() != nil {
-						o.err = ctx.Err()
-						continue
-					}
-					o.res.add(Violation{Finished, err.Error()})
-				}
-				if o.err = w.checkEnd(ctx, &o.res, Untagged{}); o.err != nil {
-					continue
-				}
-				say(out, "run %3d seed %-6d violations %d  %v", i, o.seed, len(o.res.Violations), o.sched)
-			}
-		}()
-	}
-	for i := range opts.Runs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
+	err = onWorlds(ctx, worlds, opts.Runs, func(w *world, i int) {
+		o := &outcomes[i]
+		o.seed = opts.Seed + int64(i)
+		steps := schedule(o.seed, opts.Steps)
+		for _, s := range steps {
+			o.sched = append(o.sched, s.String())
 		}
-	}
-	close(next)
-	wg.Wait()
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
+		if err := w.campaignRun(ctx, steps, &o.res); err != nil {
+			if ctx.Err() != nil {
+				o.err = ctx.Err()
+				return
+			}
+			o.res.add(Violation{Finished, err.Error()})
+		}
+		if o.err = w.checkEnd(ctx, &o.res, Untagged{}); o.err != nil {
+			return
+		}
+		say(out, "run %3d seed %-6d violations %d  %v", i, o.seed, len(o.res.Violations), o.sched)
+	})
+	if err != nil {
+		return rep, err
 	}
 	for i, o := range outcomes {
 		if o.err != nil {
@@ -366,4 +350,29 @@ func (w *world) settle(ctx context.Context, objs []client.Object) {
 		}
 		return true, nil
 	})
+}
+
+// onWorlds runs run(w, i) for every i below n, each world taking the next
+// index as soon as it is free, one at a time per world (a world hosts one
+// operator). It returns when all are done, with ctx's error if ctx ended
+// first; indexes not yet handed out then never run.
+func onWorlds(ctx context.Context, worlds []*world, n int, run func(w *world, i int)) error {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for _, w := range worlds {
+		wg.Go(func() {
+			for i := range next {
+				run(w, i)
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return ctx.Err()
 }

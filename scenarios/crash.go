@@ -271,29 +271,13 @@ func CrashCampaign(ctx context.Context, o CrashOptions, env Env, out io.Writer) 
 		err     error
 	}
 	outcomes := make([]outcome, len(points))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for _, w := range worlds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				o := &outcomes[i]
-				o.crashed, o.err = w.crashRun(ctx, kind, points[i], &o.res)
-				say(out, "run %2d: crash after %-28s crashed=%-5v violations=%d", i, points[i], o.crashed, len(o.res.Violations))
-			}
-		}()
-	}
-	for i := range points {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
+	err = onWorlds(ctx, worlds, len(points), func(w *world, i int) {
+		o := &outcomes[i]
+		o.crashed, o.err = w.crashRun(ctx, kind, points[i], &o.res)
+		say(out, "run %2d: crash after %-28s crashed=%-5v violations=%d", i, points[i], o.crashed, len(o.res.Violations))
+	})
+	if err != nil {
+		return rep, err
 	}
 	for i, o := range outcomes {
 		if o.err != nil {

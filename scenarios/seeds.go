@@ -95,18 +95,11 @@ func (w *world) release(ctx context.Context, ns string) error {
 // poisoned connection and the deletion never finishes while it stays so.
 func runPoisoned(ctx context.Context, env Env, out io.Writer, naive bool) (Result, error) {
 	var r Result
-	w, err := newWorld(ctx, env, naive)
+	w, u, err := seedWorld(ctx, env, naive)
 	if err != nil {
 		return r, err
 	}
 	defer w.close()
-	u, err := SeedUntagged(ctx, w.db, w.prefix, 2)
-	if err != nil {
-		return r, err
-	}
-	if err := w.start(ctx, nil); err != nil {
-		return r, err
-	}
 	ns, err := w.namespace(ctx, "poisoned-")
 	if err != nil {
 		return r, err
@@ -179,18 +172,11 @@ func Orders() []string {
 // their roles and databases stay in PostgreSQL with no owner and no record.
 func runNamespaceDeletion(ctx context.Context, env Env, out io.Writer, naive bool) (Result, error) {
 	var r Result
-	w, err := newWorld(ctx, env, naive)
+	w, u, err := seedWorld(ctx, env, naive)
 	if err != nil {
 		return r, err
 	}
 	defer w.close()
-	u, err := SeedUntagged(ctx, w.db, w.prefix, 2)
-	if err != nil {
-		return r, err
-	}
-	if err := w.start(ctx, nil); err != nil {
-		return r, err
-	}
 	for _, order := range Orders() {
 		before := len(r.Violations)
 		if err := w.namespaceOrder(ctx, env, out, order, &r); err != nil {
@@ -303,4 +289,22 @@ func (w *world) waitDeletingOrGone(ctx context.Context, o client.Object) error {
 		}
 		return err != nil || o.GetDeletionTimestamp() != nil, nil
 	})
+}
+
+// seedWorld is a G1 or G2 seed's start: a world with planted untagged
+// objects (the no-wrong-delete check's) and the operator running.
+func seedWorld(ctx context.Context, env Env, naive bool) (*world, Untagged, error) {
+	w, err := newWorld(ctx, env, naive)
+	if err != nil {
+		return nil, Untagged{}, err
+	}
+	u, err := SeedUntagged(ctx, w.db, w.prefix, 2)
+	if err == nil {
+		err = w.start(ctx, nil)
+	}
+	if err != nil {
+		w.close()
+		return nil, Untagged{}, err
+	}
+	return w, u, nil
 }
