@@ -183,10 +183,15 @@ func sourceFiles(src fs.FS) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		base := path(p)
 		if d.IsDir() {
+			// Hidden directories and nested modules are not part of the
+			// build module (the cache may even sit inside it).
+			if p != "." && (strings.HasPrefix(base, ".") || isModule(src, p)) {
+				return fs.SkipDir
+			}
 			return nil
 		}
-		base := path(p)
 		if base == "go.mod" || base == "go.sum" || (strings.HasSuffix(base, ".go") && !strings.HasSuffix(base, "_test.go")) {
 			out = append(out, p)
 		}
@@ -197,6 +202,11 @@ func sourceFiles(src fs.FS) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+func isModule(src fs.FS, dir string) bool {
+	_, err := fs.Stat(src, dir+"/go.mod")
+	return err == nil
 }
 
 func path(p string) string { return p[strings.LastIndex(p, "/")+1:] }
