@@ -1,6 +1,6 @@
-// Package testenv shares one real control plane and one PostgreSQL server
-// among the tests of a package: started on first use, stopped by Main after
-// the last test. Tests isolate themselves by namespace (Namespace) and by
+// Package testenv shares one real control plane, one PostgreSQL server and
+// one Temporal server among the tests of a package: each started on first
+// use, stopped by Main after the last test. Tests isolate themselves by namespace (Namespace) and by
 // database object names.
 //
 // A package that uses it calls Main from TestMain:
@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/internal/temporalbin"
 	"github.com/finale-dev/finale/pgserver"
 )
 
@@ -36,6 +37,10 @@ var (
 	pgOnce sync.Once
 	pg     *pgserver.Server
 	pgErr  error
+
+	tsOnce sync.Once
+	ts     *temporalbin.Server
+	tsErr  error
 )
 
 // Main runs the package's tests, then stops whatever they started.
@@ -48,6 +53,11 @@ func Main(m *testing.M) {
 	}
 	if pg != nil {
 		if err := pg.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	if ts != nil {
+		if err := ts.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
@@ -77,6 +87,20 @@ func Postgres(t testing.TB) *pgserver.Server {
 		t.Fatalf("start PostgreSQL: %v", pgErr)
 	}
 	return pg
+}
+
+// Temporal returns the package's Temporal server, starting it on first use
+// (and building it first, about nine minutes cold, when internal/temporalbin's
+// cache lacks it).
+func Temporal(t testing.TB) *temporalbin.Server {
+	t.Helper()
+	tsOnce.Do(func() {
+		ts, tsErr = temporalbin.Start(context.Background(), temporalbin.Options{Log: os.Stderr})
+	})
+	if tsErr != nil {
+		t.Fatalf("start Temporal: %v", tsErr)
+	}
+	return ts
 }
 
 // Scheme has the built-in types and CRDs.
