@@ -40,12 +40,25 @@
 //     that swallows every request and answers nothing, next to a server that
 //     is perfectly reachable by a fresh dial. Only a client that is dropped
 //     and redialled recovers; Thaw undoes it.
+//   - Stall (NewHTTP2Proxy only): established HTTP/2 connections look alive
+//     and answer nothing. The proxy acknowledges the client's PINGs and
+//     SETTINGS itself and forwards nothing else, so the client's keepalive
+//     is satisfied and every call times out, while new connections are
+//     served. Freeze is not enough to mirror the seed: measured with the
+//     real Temporal SDK and server, a frozen connection stops answering
+//     keepalive PINGs and the SDK closes it and redials by itself (about
+//     45 s with its defaults, 30 s plus a 15 s timeout), so a cached client
+//     heals without any eviction; the seed's stayed broken for 39 minutes,
+//     as behind an HTTP/2-terminating middlebox whose backend hangs. A
+//     stalled connection cannot be thawed (the swallowed frames leave the
+//     two ends' HPACK state apart); it only closes.
 //   - ResetAll: abort established connections with a TCP RST.
 //   - Refuse: reset new connections as soon as they are accepted.
 //   - SetLatency: delay every chunk, both directions.
 //
 // Accepted, Refused and Active count connections, so a test can prove that
-// a recovery really went through a new connection.
+// a recovery really went through a new connection; PingsAnswered counts the
+// keepalive PINGs a stall fooled.
 //
 // # Decisions
 //

@@ -16,10 +16,13 @@ type Proxy struct {
 	target string
 	ln     net.Listener
 
+	// h2 is set by NewHTTP2Proxy: links forward whole HTTP/2 frames.
+	h2       bool
 	refuse   atomic.Bool
 	latency  atomic.Int64 // time.Duration
 	accepted atomic.Int64
 	refused  atomic.Int64
+	pings    atomic.Int64 // PINGs answered on stalled links
 
 	mu sync.Mutex
 	// links holds the established connections; guarded by mu.
@@ -33,7 +36,9 @@ type Proxy struct {
 
 // NewProxy listens on 127.0.0.1:0 and forwards every accepted connection to
 // target over a fresh TCP connection.
-func NewProxy(target string) (*Proxy, error) {
+func NewProxy(target string) (*Proxy, error) { return newProxy(target, false) }
+
+func newProxy(target string, h2 bool) (*Proxy, error) {
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		return nil, fmt.Errorf("faultinject: proxy target %q is not host:port: %w", target, err)
 	}
@@ -41,7 +46,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faultinject: listen for proxy to %s: %w", target, err)
 	}
-	p := &Proxy{target: target, ln: ln, links: map[*link]struct{}{}, done: make(chan struct{})}
+	p := &Proxy{target: target, ln: ln, h2: h2, links: map[*link]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -175,8 +180,13 @@ func (p *Proxy) connect(client net.Conn) {
 
 	var pumps sync.WaitGroup
 	pumps.Add(2)
-	go func() { defer pumps.Done(); p.pump(l, server, client) }()
-	go func() { defer pumps.Done(); p.pump(l, client, server) }()
+	if p.h2 {
+		go func() { defer pumps.Done(); p.pumpClientFrames(l) }()
+		go func() { defer pumps.Done(); p.pumpServerFrames(l) }()
+	} else {
+		go func() { defer pumps.Done(); p.pump(l, server, client) }()
+		go func() { defer pumps.Done(); p.pump(l, client, server) }()
+	}
 	pumps.Wait()
 	l.close()
 	p.mu.Lock()
@@ -200,18 +210,23 @@ func (p *Proxy) pump(l *link, dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				// Pass the half-close on so request/response protocols that
-				// shut down their write side still get their answer.
-				if tc, ok := dst.(*net.TCPConn); ok {
-					_ = tc.CloseWrite()
-					return
-				}
-			}
-			l.close()
+			l.ended(dst, err)
 			return
 		}
 	}
+}
+
+// ended handles a read error on the side feeding dst.
+func (l *link) ended(dst net.Conn, err error) {
+	if errors.Is(err, io.EOF) {
+		// Pass the half-close on so request/response protocols that
+		// shut down their write side still get their answer.
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+			return
+		}
+	}
+	l.close()
 }
 
 // delay waits the configured latency; false means the link or proxy closed.
@@ -242,12 +257,23 @@ type link struct {
 	// frozen, closed by thaw; guarded by mu.
 	thawed chan struct{}
 
+	// HTTP/2 links only (NewHTTP2Proxy). h2 is set once the client's
+	// connection preface was seen; stalled by Stall, never cleared.
+	h2, stalled atomic.Bool
+	// cw serialises writes to the client: forwarded frames and the
+	// proxy's own PING and SETTINGS acknowledgements.
+	cw sync.Mutex
+
+	// decided is closed once the client pump knows whether the link
+	// speaks HTTP/2 (HTTP/2 links only).
+	decided chan struct{}
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
 func newLink(client, server net.Conn) *link {
-	return &link{client: client, server: server, closed: make(chan struct{})}
+	return &link{client: client, server: server, closed: make(chan struct{}), decided: make(chan struct{})}
 }
 
 func (l *link) freeze() {
