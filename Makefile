@@ -1,13 +1,14 @@
 # finale: the two commands are `make demo` and `make test`. Both install what
 # they need on a fresh Debian machine (PostgreSQL from apt, the Kubernetes
-# binaries built from Go modules into a cache) and say what they are doing.
+# binaries and the Temporal server built from Go modules into a cache) and
+# say what they are doing.
 
 GO            ?= go
 export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube controller-gen vet lint bench campaign
+.PHONY: demo test deps postgres kube temporal controller-gen vet lint bench campaign
 
 demo: deps
 	@echo "== building and running the demo"
@@ -18,8 +19,10 @@ test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	@echo "== go test -race: module tools/kube"
 	cd tools/kube && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	@echo "== go vet, go test: module tools/temporal"
+	cd tools/temporal && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-deps: postgres kube controller-gen
+deps: postgres kube temporal controller-gen
 
 # controller-gen is fetched and built once into the Go caches here, so the
 # CRD drift test can run it offline (its network stays on loopback).
@@ -43,9 +46,17 @@ kube:
 	@echo "== Kubernetes binaries (built once from Go modules, then cached)"
 	$(GO) run ./internal/kubebin/kubeinstall
 
+# The Temporal server the G1 seed runs on (go.temporal.io/server's
+# temporaltest: SQLite in memory), built from Go modules (tools/temporal) once
+# into $${FINALE_TEMPORAL_BIN_DIR:-~/.cache/finale/temporal-v1.32.1}.
+temporal:
+	@echo "== Temporal server (built once from Go modules, then cached)"
+	$(GO) run ./internal/temporalbin/temporalinstall
+
 vet:
 	$(GO) vet ./...
 	cd tools/kube && $(GO) vet ./...
+	cd tools/temporal && $(GO) vet ./...
 
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 lint:
@@ -72,6 +83,7 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=500ms ./clientpool/
 	$(GO) test -run '^$$' -bench . -benchtime=20x ./capture/
 	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./hold/
+	$(GO) test -run '^$$' -bench PoisonedClient -benchtime=1x -timeout 30m ./examples/temporal/controller/
 	$(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./sweep/
 	$(GO) run ./cmd/finale bench -roles 1000
 
@@ -81,13 +93,14 @@ bench: deps
 # generate once also puts it in the module cache that test reads offline).
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-GENERATED     := examples/postgres/api examples/postgres/config/crd
+GENERATED     := examples/postgres/api examples/postgres/config/crd examples/temporal/api examples/temporal/config/crd
 
 .PHONY: generate verify-generate
 
 generate:
-	@echo "== controller-gen: examples/postgres deepcopy and CRDs"
+	@echo "== controller-gen: examples/postgres and examples/temporal deepcopy and CRDs"
 	$(CONTROLLER_GEN) object paths=./examples/postgres/api/... crd:crdVersions=v1 output:crd:dir=./examples/postgres/config/crd
+	$(CONTROLLER_GEN) object paths=./examples/temporal/api/... crd:crdVersions=v1 output:crd:dir=./examples/temporal/config/crd
 
 # verify-generate fails when the committed generated files differ from what
 # generate makes (changed or new files).

@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/workflowservice/v1"
+	sdkclient "go.temporal.io/sdk/client"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/examples/temporal/api/v1alpha1"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+// Condition reasons of this operator (lifecycle's own are in lifecycle).
+const (
+	ReasonAPIKeyMissing       = "APIKeySecretMissing"
+	ReasonDeploymentUnclaimed = "DeploymentUnclaimed"
+	ReasonDeploymentForeign   = "DeploymentManagedElsewhere"
+)
+
+// Errors that need the user; their text is constant, so conditions built
+// from them carry no SDK or API error text.
+var (
+	ErrAPIKeyMissing       = errors.New("the API-key Secret named by the Connection does not exist or lacks its key")
+	ErrDeploymentUnclaimed = errors.New("a worker deployment of this name exists on the server without a manager identity")
+	ErrDeploymentForeign   = errors.New("the worker deployment of this name is managed by another identity")
+)
+
+// ErrNoIdentity is Identify's answer: see the package documentation.
+var ErrNoIdentity = errors.New("temporal example: no deployment identity; this operator runs without cleanup records (Ledger nil)")
+
+type wd = v1alpha1.WorkerDeployment
+
+// adapter is the lifecycle.Adapter of WorkerDeployments.
+type adapter struct {
+	// r reads Connections and Secrets; live (the manager's API reader),
+	// so that a Secret created a moment ago is seen.
+	r client.Reader
+}
+
+// Connect reads the Connection and checks that the API key's Secret is
+// there, before any client is dialled.
+func (a adapter) Connect(ctx context.Context, obj *wd) (lifecycle.Connection[Key], error) {
+	var conn v1alpha1.Connection
+	name := types.NamespacedName{Namespace: obj.Namespace, Name: obj.Spec.ConnectionRef.Name}
+	if err := a.r.Get(ctx, name, &conn); err != nil {
+		if apierrors.IsNotFound(err) {
+			return lifecycle.Connection[Key]{}, nil
+		}
+		return lifecycle.Connection[Key]{}, fmt.Errorf("read Connection %s: %w", name, err)
+	}
+	key := Key{
+		HostPort: conn.Spec.HostPort, TemporalNamespace: obj.Spec.TemporalNamespace,
+		Namespace: obj.Namespace, Secret: conn.Spec.APIKeySecretRef.Name, SecretKey: conn.Spec.APIKeySecretRef.Key,
+		Plaintext: conn.Spec.Plaintext,
+	}
+	if key.SecretKey == "" {
+		key.SecretKey = v1alpha1.DefaultAPIKeySecretKey
+	}
+	out := lifecycle.Connection[Key]{Key: key, Parent: &conn}
+	if _, err := readAPIKey(ctx, a.r, key); err != nil {
+		if !apierrors.IsNotFound(err) && !errors.Is(err, errKeyAbsent) {
+			return out, err // the read failed for another reason: retried
+		}
+		return out, &lifecycle.NeedsAction{
+			Reason: ReasonAPIKeyMissing,
+			Action: fmt.Sprintf("create Secret %s/%s with the Temporal API key under key %q; no client is dialled until it exists", key.Namespace, key.Secret, key.SecretKey),
+			Err:    ErrAPIKeyMissing,
+		}
+	}
+	return out, nil
+}
+
+// Identify is never called: the operator runs without cleanup records.
+func (adapter) Identify(context.Context, sdkclient.Client) (ledger.Identity, error) {
+	return ledger.Identity{}, ErrNoIdentity
+}
+
+// Observe describes the deployment: this object's when its manager
+// identity is the tag.
+func (adapter) Observe(ctx context.Context, c sdkclient.Client, obj *wd, tag string) (lifecycle.Observation, error) {
+	resp, err := c.WorkerDeploymentClient().GetHandle(obj.Spec.DeploymentName).Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		if isNotFound(err) {
+			return lifecycle.Observation{}, nil
+		}
+		return lifecycle.Observation{}, fmt.Errorf("describe worker deployment %q: %w", obj.Spec.DeploymentName, err)
+	}
+	if err := owned(resp.Info, tag); err != nil {
+		return lifecycle.Observation{}, err
+	}
+	return lifecycle.Observation{IDs: []string{resp.Info.Name}, UpToDate: true}, nil
+}
+
+// owned refuses a deployment whose manager identity is not tag.
+func owned(info sdkclient.WorkerDeploymentInfo, tag string) error {
+	switch info.ManagerIdentity {
+	case tag:
+		return nil
+	case "":
+		return &lifecycle.NeedsAction{
+			Reason: ReasonDeploymentUnclaimed,
+			Action: fmt.Sprintf("if it is this object's, set its manager identity to %s (it is then adopted); otherwise choose another deploymentName", tag),
+			Err:    ErrDeploymentUnclaimed,
+		}
+	default:
+		return &lifecycle.NeedsAction{
+			Reason: ReasonDeploymentForeign,
+			Action: "choose another deploymentName; this operator never changes or deletes a deployment it does not manage",
+			Err:    ErrDeploymentForeign,
+		}
+	}
+}
+
+// Create creates the deployment and claims it with the tag in one
+// conflict-token chain: the claim applies only to the deployment this
+// request created. The request ID is the object's UID, so a create whose
+// answer was lost is answered again, not refused.
+func (adapter) Create(ctx context.Context, c sdkclient.Client, obj *wd, tag string) (string, error) {
+	name := obj.Spec.DeploymentName
+	resp, err := c.WorkflowService().CreateWorkerDeployment(ctx, &workflowservice.CreateWorkerDeploymentRequest{
+		Namespace: obj.Spec.TemporalNamespace, DeploymentName: name, Identity: tag, RequestId: string(obj.UID),
+	})
+	if err != nil {
+		return "", fmt.Errorf("create worker deployment %q: %w", name, err)
+	}
+	_, err = c.WorkerDeploymentClient().GetHandle(name).SetManagerIdentity(ctx, sdkclient.WorkerDeploymentSetManagerIdentityOptions{
+		ManagerIdentity: tag, Identity: tag, ConflictToken: resp.GetConflictToken(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("claim worker deployment %q: %w", name, err)
+	}
+	return name, nil
+}
+
+// Update has nothing to do: the spec's fields are all immutable.
+func (adapter) Update(context.Context, sdkclient.Client, *wd, string, string) error { return nil }
+
+// Delete cleans the server-side deployment up as temporal-worker-controller
+// does: describe it, take routing off its versions, delete every version,
+// then the deployment. NotFound at any step is success for that step.
+// Every call carries the tag as its identity, so the server refuses it if
+// another identity manages the deployment.
+func (adapter) Delete(ctx context.Context, c sdkclient.Client, obj *wd, id, tag string) error {
+	h := c.WorkerDeploymentClient().GetHandle(id)
+	resp, err := h.Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("describe worker deployment %q: %w", id, err)
+	}
+	if err := owned(resp.Info, tag); err != nil {
+		return err
+	}
+	token := resp.ConflictToken
+	rc := resp.Info.RoutingConfig
+	// Ramping first, then current: never a moment in which traffic is
+	// split between unversioned workers and a ramping version.
+	if rc.RampingVersion != nil {
+		r, err := h.SetRampingVersion(ctx, sdkclient.WorkerDeploymentSetRampingVersionOptions{ConflictToken: token, Identity: tag})
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("clear the ramping version of %q: %w", id, err)
+		}
+		token = r.ConflictToken
+	}
+	if rc.CurrentVersion != nil {
+		_, err := h.SetCurrentVersion(ctx, sdkclient.WorkerDeploymentSetCurrentVersionOptions{ConflictToken: token, Identity: tag, IgnoreMissingTaskQueues: true})
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("route %q to unversioned workers: %w", id, err)
+		}
+	}
+	for _, v := range resp.Info.VersionSummaries {
+		_, err := h.DeleteVersion(ctx, sdkclient.WorkerDeploymentDeleteVersionOptions{BuildID: v.Version.BuildID, SkipDrainage: true, Identity: tag})
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete version %s of %q: %w", v.Version.BuildID, id, err)
+		}
+	}
+	_, err = c.WorkerDeploymentClient().Delete(ctx, sdkclient.WorkerDeploymentDeleteOptions{Name: id, Identity: tag})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete worker deployment %q: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+// Package controller is finale's Temporal example operator: the G1 seed
+// (temporal-worker-controller's poisoned client) on its own stack, the real
+// Temporal Go SDK against a real Temporal server.
+//
+// A WorkerDeployment names a Connection (a frontend's host:port and a
+// Secret with the API key) and a server-side worker deployment. The
+// operator, on lifecycle, creates that deployment and claims it by setting
+// its manager identity to the object's ownership tag; on deletion it
+// describes the deployment, takes its routing off every version, deletes
+// the versions and then the deployment (NotFound is success), and only then
+// lets the object go. Every call goes through clientpool.Do, so a client
+// whose calls time out is evicted on every path, the deletion path
+// included, and the next attempt dials afresh.
+//
+// # The naive build
+//
+// Options.Naive mirrors temporal-worker-controller v1.7's client pool: one
+// cached SDK client per key, evicted only when a call on the main
+// reconcile path fails with PermissionDenied or Unauthenticated, never on
+// the deletion path. A client that hangs is kept for ever; the only way out
+// is a restart. Only the pool differs: both builds run the same adapter,
+// the same lifecycle reconciler and the same watchdog, so the comparison
+// shows the pool's doing.
+//
+// # Credentials
+//
+// The API key is read from its Secret on every call (the seed's clientpool
+// after its PR #301), never captured at dial time. Connect also reads the
+// Secret before any dial, so that a WorkerDeployment created before its
+// Secret gets a NeedsAction condition and no client is dialled or cached
+// (the seed's first five minutes). A key that cannot be read at call time
+// classifies as Auth, never NotFound: a missing Secret must never read as a
+// deployment that is gone.
+//
+// # Decisions
+//
+//   - Ownership: a server-side deployment is this object's only when its
+//     manager identity is the object's tag (ledger.Tag). One that exists
+//     without a manager, or with another, is refused (NeedsAction), never
+//     adopted or deleted; every mutating call carries the tag as its
+//     identity, so the server refuses it for a deployment someone else
+//     manages.
+//   - No cleanup records (Ledger nil) and no hold: a Temporal namespace
+//     offers no place for a secret deployment token that would prove a
+//     record's deployment (ledger.Identity), and G1, the guarantee this
+//     example exists for, does not need records. Identify says so.
+//   - Calls are bounded by Options.CallTimeout (the SDK's own default is
+//     10 s per call); a call that hits it while the reconcile is live is a
+//     Transport error and evicts.
+//
+// # Threat model
+//
+// The operator reads Connections and the Secrets they name in the
+// WorkerDeployment's own namespace; conditions and Events carry error
+// classes and constant messages, never the SDK's error text.
+package controller
