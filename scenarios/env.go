@@ -45,6 +45,9 @@ type Env struct {
 	// Bound is how long a deletion may take, once its faults healed, before
 	// it counts as not finished; zero is DefaultBound.
 	Bound time.Duration
+	// Temporal is the server the temporal-* scenarios run against; empty
+	// starts one for the run (internal/temporalbin).
+	Temporal TemporalServer
 }
 
 // DefaultBound is the "finished" invariant's bound when Env.Bound is zero.

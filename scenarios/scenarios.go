@@ -12,9 +12,12 @@ import (
 
 // Scenario names.
 const (
-	PoisonedClient         = "poisoned-client"
-	NamespaceDeletion      = "namespace-deletion"
-	LaggingOwner           = "lagging-owner"
+	PoisonedClient    = "poisoned-client"
+	NamespaceDeletion = "namespace-deletion"
+	LaggingOwner      = "lagging-owner"
+	// TemporalPoisonedClient is G1 on the seed's own stack (a real
+	// Temporal server and SDK).
+	TemporalPoisonedClient = "temporal-poisoned-client"
 	CrashRole              = "crash-role"
 	CrashDatabase          = "crash-database"
 	NaiveSuffix            = "-naive"
@@ -29,6 +32,7 @@ const (
 	FaultProxyReset    = "proxy-reset"
 	FaultProxyRefuse   = "proxy-refuse"
 	FaultProxyLatency  = "proxy-latency"
+	FaultProxyStall    = "proxy-stall"
 	FaultCrash         = "crash-after-write"
 	FaultRestart       = "operator-restart"
 	FaultOperatorDown  = "operator-down"
@@ -49,6 +53,8 @@ var registry = map[string]scenarioFunc{
 	PoisonedClient:    runPoisoned,
 	NamespaceDeletion: runNamespaceDeletion,
 	LaggingOwner:      runLaggingOwner,
+	// Additive: the G1 seed on its own stack.
+	TemporalPoisonedClient: runTemporalPoisoned,
 }
 
 // Names lists every scenario Run accepts, sorted: each seed scenario, its

@@ -60,3 +60,26 @@ func TestSeedScenarios(t *testing.T) {
 		}
 	}
 }
+
+// The G1 seed on its own stack, both directions: the package's Temporal
+// server is shared by the two runs.
+func TestTemporalScenarios(t *testing.T) {
+	for _, variant := range []string{scenarios.TemporalPoisonedClient, scenarios.TemporalPoisonedClient + scenarios.NaiveSuffix} {
+		t.Run(variant, func(t *testing.T) {
+			e := env(t)
+			ts := testenv.Temporal(t)
+			e.Temporal = scenarios.TemporalServer{HostPort: ts.HostPort, Namespace: ts.Namespace}
+			var out bytes.Buffer
+			r, err := scenarios.Run(t.Context(), variant, e, &out)
+			var table bytes.Buffer
+			_ = r.Table(&table)
+			t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.OK() {
+				t.Errorf("%s: violations %v; want none for the guarded build, some for the naive one", variant, r.Violations)
+			}
+		})
+	}
+}

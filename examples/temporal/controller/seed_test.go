@@ -140,7 +140,7 @@ func TestSeedDeletion(t *testing.T) {
 			}
 
 			wait(t, "three failed cleanup attempts", func() bool { return s.Attempts(w) >= 3 })
-			s.Clock.Step(10 * time.Minute)
+			must(t, s.AgeDeletion(ctx, w, 10*time.Minute))
 			waitCond(t, s, w, watchdog.ConditionType, metav1.ConditionTrue, watchdog.ReasonCleanupBlocked)
 			blockedAt := s.Attempts(w)
 			wait(t, "two more failed attempts after the block", func() bool { return s.Attempts(w) >= blockedAt+2 })

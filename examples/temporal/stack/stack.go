@@ -408,6 +408,19 @@ func (s *Stack) WarningEvents(ctx context.Context, w *v1alpha1.WorkerDeployment,
 	return n, nil
 }
 
+// AgeDeletion sets the operator's clock to d after w's deletionTimestamp:
+// the deletion has then been retried for d, as the watchdog measures it.
+func (s *Stack) AgeDeletion(ctx context.Context, w *v1alpha1.WorkerDeployment, d time.Duration) error {
+	if err := s.C.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		return err
+	}
+	if w.DeletionTimestamp == nil {
+		return fmt.Errorf("stack: %s/%s is not being deleted", w.Namespace, w.Name)
+	}
+	s.Clock.SetTime(w.DeletionTimestamp.Add(d))
+	return nil
+}
+
 // Attempts is how many cleanup attempts the watchdog has seen for w.
 func (s *Stack) Attempts(w *v1alpha1.WorkerDeployment) int {
 	for _, d := range s.Op.Watchdog.Pending() {
