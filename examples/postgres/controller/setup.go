@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -153,7 +154,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	roles, err := lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete))
+		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete))
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +197,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		})
 	}
 	err = primary(ControllerRole, &v1alpha1.Role{}).
+		// A generated password Secret deleted or edited is applied at once.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), &v1alpha1.Role{}, handler.OnlyControllerOwner())).
 		Watches(&v1alpha1.Server{}, wake(func() client.ObjectList { return &v1alpha1.RoleList{} }, func(l client.ObjectList) (out []types.NamespacedName) {
 			for _, r := range l.(*v1alpha1.RoleList).Items {
 				out = append(out, client.ObjectKeyFromObject(&r))
