@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +62,9 @@ type Options struct {
 	CallTimeout time.Duration
 	// Workers per kind; zero is 4.
 	Workers int
+	// RateLimiter spaces the retries of failed Role and Database
+	// reconciles; nil is lifecycle.DefaultRateLimiter.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// PoolName labels the pool's metrics; "" is "postgres".
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
@@ -162,7 +166,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	setup := func(name string) lifecycle.SetupOptions {
-		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation}
+		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation, RateLimiter: o.RateLimiter}
 		if o.WrapReconciler != nil {
 			so.WrapReconciler = func(r reconcile.Reconciler) reconcile.Reconciler { return o.WrapReconciler(name, r) }
 		}
