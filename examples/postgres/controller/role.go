@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
@@ -11,7 +13,8 @@ import (
 
 // roleAdapter is the Role kind's lifecycle adapter: everything else (the
 // finalizer, the record, adoption, the hold, the watchdog, status) is
-// lifecycle's.
+// lifecycle's. A role's ID is its name; every statement that changes or
+// drops it first checks that it carries the tag.
 type roleAdapter struct {
 	servers
 	passwords passwords
@@ -21,25 +24,31 @@ func (a roleAdapter) Connect(ctx context.Context, r *v1alpha1.Role) (lifecycle.C
 	return a.connect(ctx, r.Namespace, r.Spec.ServerRef.Name)
 }
 
-func (roleAdapter) Identify(ctx context.Context, c *Conn) (ledger.Identity, error) {
-	return c.Identify(ctx)
+func (a roleAdapter) ConnectParent(ctx context.Context, p client.Object) (Key, error) {
+	return a.key(ctx, p.(*v1alpha1.Server))
 }
 
-func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
+func (roleAdapter) Prove(ctx context.Context, c *Conn, q ledger.Question) (ledger.Answer, error) {
+	a, err := catalog.Prove(ctx, c, roleSentinel, q)
+	return a, actionable(err)
+}
+
+// Observe compares what PostgreSQL shows (login, connection limit) and, for
+// a generated password, whether its Secret's password is the one applied
+// (PostgreSQL cannot show a password; the Secret carries the mark of the
+// last one applied): a deleted Secret or an edited password is not up to
+// date, and Update applies it.
+func (a roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
 	ids, err := catalog.FindRolesByTag(ctx, c, tag)
 	if err != nil || len(ids) == 0 {
 		return lifecycle.Observation{}, actionable(err)
 	}
 	got, _, err := catalog.ObserveRole(ctx, c, r.Spec.RoleName)
 	upToDate := got.Login == r.Spec.Login && got.ConnectionLimit == connLimit(r)
-	return lifecycle.Observation{IDs: externalIDs(ids, tag), UpToDate: upToDate}, actionable(err)
-}
-
-// FindByTag is Observe without the comparison with the spec: the ledger's
-// lookups by tag need the IDs only, one query instead of two.
-func (roleAdapter) FindByTag(ctx context.Context, c *Conn, tag string) ([]string, error) {
-	ids, err := catalog.FindRolesByTag(ctx, c, tag)
-	return externalIDs(ids, tag), actionable(err)
+	if err == nil && upToDate {
+		upToDate, err = a.passwords.applied(ctx, r)
+	}
+	return lifecycle.Observation{IDs: ids, UpToDate: upToDate}, actionable(err)
 }
 
 func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (string, error) {
@@ -47,19 +56,29 @@ func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag 
 	if err != nil {
 		return "", err
 	}
-	return externalID(r.Spec.RoleName, tag), actionable(catalog.CreateRole(ctx, c, spec, tag))
+	return r.Spec.RoleName, actionable(catalog.CreateRole(ctx, c, spec, tag))
 }
 
+// Update applies the spec and the Secret's current password (never a new
+// one while the Secret exists: an unrelated edit does not rotate it), then
+// marks that password applied on a generated Secret.
 func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
 	spec, err := a.spec(ctx, r)
 	if err != nil {
 		return err
 	}
-	return actionable(catalog.AlterRole(ctx, c, spec, tag))
+	if err := actionable(catalog.AlterRole(ctx, c, spec, tag)); err != nil {
+		return err
+	}
+	return a.passwords.markApplied(ctx, r, spec.Password)
 }
 
-func (roleAdapter) Delete(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
-	return actionable(dropRole(ctx, c, r.Spec.RoleName, tag))
+func (roleAdapter) Delete(ctx context.Context, c *Conn, id, tag string) error {
+	return actionable(dropRole(ctx, c, id, tag))
+}
+
+func (roleAdapter) Retag(ctx context.Context, c *Conn, id, from, to string) error {
+	return actionable(catalog.RetagRole(ctx, c, id, from, to))
 }
 
 func (a roleAdapter) spec(ctx context.Context, r *v1alpha1.Role) (catalog.RoleSpec, error) {
@@ -74,11 +93,10 @@ func connLimit(r *v1alpha1.Role) int32 {
 	return *r.Spec.ConnectionLimit
 }
 
-// DeclareID lets the record hold the role's ID before the create, saving the
-// record write after it: the ID is the spec name plus the tag, and a drop
-// by ID checks the tag (dropRole), so a recorded ID whose create failed,
-// because the name is someone else's say, neither touches their role nor
-// blocks the deletion.
-func (roleAdapter) DeclareID(r *v1alpha1.Role, tag string) (string, bool) {
-	return externalID(r.Spec.RoleName, tag), true
+// DeclareID lets the record hold the role's name before the create, saving
+// the record write after it: a drop by ID checks the tag (dropRole), so a
+// recorded name whose create failed, because it is someone else's say,
+// neither touches their role nor blocks the deletion.
+func (roleAdapter) DeclareID(r *v1alpha1.Role, _ string) (string, bool) {
+	return r.Spec.RoleName, true
 }
