@@ -31,8 +31,8 @@ var (
 	ErrDeploymentForeign   = errors.New("the worker deployment of this name is managed by another identity")
 )
 
-// ErrNoIdentity is Identify's answer: see the package documentation.
-var ErrNoIdentity = errors.New("temporal example: no deployment identity; this operator runs without cleanup records (Ledger nil)")
+// ErrNoProof is Prove's answer: see the package documentation.
+var ErrNoProof = errors.New("temporal example: no deployment proof; this operator runs without cleanup records (lifecycle.SkipLedger)")
 
 type wd = v1alpha1.WorkerDeployment
 
@@ -76,9 +76,9 @@ func (a adapter) Connect(ctx context.Context, obj *wd) (lifecycle.Connection[Key
 	return out, nil
 }
 
-// Identify is never called: the operator runs without cleanup records.
-func (adapter) Identify(context.Context, sdkclient.Client) (ledger.Identity, error) {
-	return ledger.Identity{}, ErrNoIdentity
+// Prove is never called: the operator runs without cleanup records.
+func (adapter) Prove(context.Context, sdkclient.Client, ledger.Question) (ledger.Answer, error) {
+	return ledger.Answer{}, ErrNoProof
 }
 
 // Observe describes the deployment: this object's when its manager
@@ -146,7 +146,7 @@ func (adapter) Update(context.Context, sdkclient.Client, *wd, string, string) er
 // then the deployment. NotFound at any step is success for that step.
 // Every call carries the tag as its identity, so the server refuses it if
 // another identity manages the deployment.
-func (adapter) Delete(ctx context.Context, c sdkclient.Client, obj *wd, id, tag string) error {
+func (adapter) Delete(ctx context.Context, c sdkclient.Client, id, tag string) error {
 	h := c.WorkerDeploymentClient().GetHandle(id)
 	resp, err := h.Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
 	if err != nil {

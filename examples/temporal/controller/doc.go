@@ -40,10 +40,16 @@
 //     adopted or deleted; every mutating call carries the tag as its
 //     identity, so the server refuses it for a deployment someone else
 //     manages.
-//   - No cleanup records (Ledger nil) and no hold: a Temporal namespace
-//     offers no place for a secret deployment token that would prove a
-//     record's deployment (ledger.Identity), and G1, the guarantee this
-//     example exists for, does not need records. Identify says so.
+//   - No cleanup records and no hold (lifecycle.SkipLedger and SkipHold,
+//     in both builds). A record must be proven against its deployment by a
+//     response computed inside the service from a sentinel stored there
+//     (ledger.Question); a Temporal namespace offers no place for such a
+//     sentinel nor a way to compute inside it. G1, the guarantee this
+//     example exists for, needs neither; Prove says so. The watchdog is on
+//     in both builds.
+//   - A Connection or API-key Secret that appears after its
+//     WorkerDeployment is seen at the next retry (Options.RetryInterval):
+//     without a hold, lifecycle's SetupWithManager watches the kind alone.
 //   - Calls are bounded by Options.CallTimeout (the SDK's own default is
 //     10 s per call); a call that hits it while the reconcile is live is a
 //     Transport error and evicts.

@@ -97,7 +97,10 @@ func (p *naivePool) Close() error {
 }
 
 // naiveAdapter tells naivePool which path a call is on: a call for a
-// deleting object is upstream's handleDeletion.
+// deleting object is upstream's handleDeletion. lifecycle's cleanup looks
+// the deployment up (Observe, which sees the object) before it deletes
+// (Delete, which does not), inside the same pool call, so marking in
+// Observe covers the whole deletion path.
 type naiveAdapter struct{ adapter }
 
 func markPath(ctx context.Context, obj *wd) {
@@ -109,9 +112,4 @@ func markPath(ctx context.Context, obj *wd) {
 func (a naiveAdapter) Observe(ctx context.Context, c sdkclient.Client, obj *wd, tag string) (lifecycle.Observation, error) {
 	markPath(ctx, obj)
 	return a.adapter.Observe(ctx, c, obj, tag)
-}
-
-func (a naiveAdapter) Delete(ctx context.Context, c sdkclient.Client, obj *wd, id, tag string) error {
-	markPath(ctx, obj)
-	return a.adapter.Delete(ctx, c, obj, id, tag)
 }

@@ -9,15 +9,12 @@ import (
 	"time"
 
 	sdkclient "go.temporal.io/sdk/client"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/clientpool"
-	"github.com/finale-dev/finale/examples/temporal/api/v1alpha1"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -52,6 +49,9 @@ type Options struct {
 	PoolName string
 	// Workers is the controller's concurrency; zero is 2.
 	Workers int
+	// RateLimiter spaces the retries of failed reconciles; nil is
+	// lifecycle.DefaultRateLimiter.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// SkipNameValidation lets several managers run in one process (tests).
 	SkipNameValidation bool
 	// ClientOptions, when set, adjusts every SDK client's options before
@@ -139,41 +139,21 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, err
 	}
 	op.calls = &countingPool{Pool: op.Pool}
-	// No Ledger and no Hold: see the package documentation.
+	// No cleanup records and no hold, in both builds: see the package
+	// documentation. A Connection or Secret that appears later is seen at
+	// the next retry (RetryInterval).
 	r, err := lifecycle.New(mgr.GetClient(), func() *wd { return &wd{} }, a, op.calls, lifecycle.Options{
-		Finalizer: Finalizer, Scheme: mgr.GetScheme(), Watchdog: op.Watchdog, Recorder: recorder,
-		Classifier: Classifier, APIReader: mgr.GetAPIReader(), Clock: o.Clock, RetryInterval: o.RetryInterval,
+		Finalizer: Finalizer, Scheme: mgr.GetScheme(), Watchdog: op.Watchdog, Skip: lifecycle.SkipLedger | lifecycle.SkipHold,
+		Recorder: recorder, Classifier: Classifier, APIReader: mgr.GetAPIReader(), Clock: o.Clock, RetryInterval: o.RetryInterval,
 	})
 	if err != nil {
 		return nil, err
 	}
-	copts := controller.Options{MaxConcurrentReconciles: o.Workers}
-	if o.SkipNameValidation {
-		copts.SkipNameValidation = &o.SkipNameValidation
-	}
-	err = ctrl.NewControllerManagedBy(mgr).Named(ControllerName).WithOptions(copts).
-		For(&wd{}).
-		Watches(&v1alpha1.Connection{}, handler.EnqueueRequestsFromMapFunc(users(mgr.GetClient()))).
-		Complete(r)
+	err = r.SetupWithManager(mgr, lifecycle.SetupOptions{
+		Name: ControllerName, Workers: o.Workers, RateLimiter: o.RateLimiter, SkipNameValidation: o.SkipNameValidation,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s controller: %w", ControllerName, err)
 	}
 	return op, nil
-}
-
-// users maps a Connection to the WorkerDeployments that name it.
-func users(c client.Reader) handler.MapFunc {
-	return func(ctx context.Context, conn client.Object) []reconcile.Request {
-		var l v1alpha1.WorkerDeploymentList
-		if err := c.List(ctx, &l, client.InNamespace(conn.GetNamespace())); err != nil {
-			return nil // the cache's own watch retries; a lost wake-up is caught by the retry interval
-		}
-		var out []reconcile.Request
-		for _, w := range l.Items {
-			if w.Spec.ConnectionRef.Name == conn.GetName() {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&w)})
-			}
-		}
-		return out
-	}
 }

@@ -26,12 +26,14 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/temporal/api/v1alpha1"
@@ -57,6 +59,13 @@ const (
 	SecretName     = "temporal-api-key"
 	APIKey         = "finale-test-key"
 )
+
+// RetrySpacing is the operator's retry spacing here: 200 ms doubling to
+// 2 s per object, where lifecycle's default is 1 s doubling to 5 minutes,
+// so that a run sees many retries within seconds. Both builds get it.
+func RetrySpacing() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, 2*time.Second)
+}
 
 // Options say what to run.
 type Options struct {
@@ -154,7 +163,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	s.Op, err = controller.Setup(mgr, controller.Options{
 		Naive: o.Naive, Clock: s.Clock, CallTimeout: o.CallTimeout, RetryInterval: o.RetryInterval,
-		PoolName: o.PoolName, SkipNameValidation: true,
+		RateLimiter: RetrySpacing(), PoolName: o.PoolName, SkipNameValidation: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: setup: %w", err)
