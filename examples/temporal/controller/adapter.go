@@ -82,7 +82,9 @@ func (adapter) Prove(context.Context, sdkclient.Client, ledger.Question) (ledger
 }
 
 // Observe describes the deployment: this object's when its manager
-// identity is the tag.
+// identity is the tag. For a deleting object, a deployment that is not
+// its own is simply none of its business (the cleanup finds nothing to
+// delete); for a live one it is refused, never adopted.
 func (adapter) Observe(ctx context.Context, c sdkclient.Client, obj *wd, tag string) (lifecycle.Observation, error) {
 	resp, err := c.WorkerDeploymentClient().GetHandle(obj.Spec.DeploymentName).Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
 	if err != nil {
@@ -91,29 +93,57 @@ func (adapter) Observe(ctx context.Context, c sdkclient.Client, obj *wd, tag str
 		}
 		return lifecycle.Observation{}, fmt.Errorf("describe worker deployment %q: %w", obj.Spec.DeploymentName, err)
 	}
-	if err := owned(resp.Info, tag); err != nil {
-		return lifecycle.Observation{}, err
-	}
-	return lifecycle.Observation{IDs: []string{resp.Info.Name}, UpToDate: true}, nil
-}
-
-// owned refuses a deployment whose manager identity is not tag.
-func owned(info sdkclient.WorkerDeploymentInfo, tag string) error {
-	switch info.ManagerIdentity {
-	case tag:
-		return nil
-	case "":
-		return &lifecycle.NeedsAction{
+	mine := lifecycle.Observation{IDs: []string{resp.Info.Name}, UpToDate: true}
+	own := ownershipOf(resp.Info, tag)
+	switch {
+	case own == ours:
+		return mine, nil
+	case !obj.DeletionTimestamp.IsZero():
+		if own == claimLost {
+			return mine, nil
+		}
+		return lifecycle.Observation{}, nil
+	case own == claimLost:
+		// Create finishes the claim: its request ID is this object's UID,
+		// so the server answers the create again instead of refusing it.
+		return lifecycle.Observation{}, nil
+	case resp.Info.ManagerIdentity == "":
+		return lifecycle.Observation{}, &lifecycle.NeedsAction{
 			Reason: ReasonDeploymentUnclaimed,
 			Action: fmt.Sprintf("if it is this object's, set its manager identity to %s (it is then adopted); otherwise choose another deploymentName", tag),
 			Err:    ErrDeploymentUnclaimed,
 		}
 	default:
-		return &lifecycle.NeedsAction{
+		return lifecycle.Observation{}, &lifecycle.NeedsAction{
 			Reason: ReasonDeploymentForeign,
 			Action: "choose another deploymentName; this operator never changes or deletes a deployment it does not manage",
 			Err:    ErrDeploymentForeign,
 		}
+	}
+}
+
+// ownership is whose a described deployment is.
+type ownership int
+
+const (
+	// foreign: managed by another identity, or by none and last changed
+	// by someone else.
+	foreign ownership = iota
+	// ours: its manager identity is the tag.
+	ours
+	// claimLost: no manager, and the tag was the last to change it: this
+	// object's create, whose claim did not land.
+	claimLost
+)
+
+func ownershipOf(info sdkclient.WorkerDeploymentInfo, tag string) ownership {
+	switch {
+	case info.ManagerIdentity == tag:
+		return ours
+	case info.ManagerIdentity == "" && info.LastModifierIdentity == tag:
+		return claimLost
+	default:
+		return foreign
 	}
 }
 
@@ -143,9 +173,11 @@ func (adapter) Update(context.Context, sdkclient.Client, *wd, string, string) er
 
 // Delete cleans the server-side deployment up as temporal-worker-controller
 // does: describe it, take routing off its versions, delete every version,
-// then the deployment. NotFound at any step is success for that step.
-// Every call carries the tag as its identity, so the server refuses it if
-// another identity manages the deployment.
+// then the deployment. NotFound at any step is success for that step, and
+// so is a deployment that is not the tag's (lifecycle's contract: nothing
+// carrying the tag is left). Every call carries the tag as its identity,
+// so the server refuses it if another identity took the deployment over
+// in between.
 func (adapter) Delete(ctx context.Context, c sdkclient.Client, id, tag string) error {
 	h := c.WorkerDeploymentClient().GetHandle(id)
 	resp, err := h.Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
@@ -155,8 +187,8 @@ func (adapter) Delete(ctx context.Context, c sdkclient.Client, id, tag string) e
 		}
 		return fmt.Errorf("describe worker deployment %q: %w", id, err)
 	}
-	if err := owned(resp.Info, tag); err != nil {
-		return err
+	if ownershipOf(resp.Info, tag) == foreign {
+		return nil // nothing of this tag's: never touch another manager's deployment
 	}
 	token := resp.ConflictToken
 	rc := resp.Info.RoutingConfig

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -24,7 +25,8 @@ type poisonedRun struct {
 	finished bool
 	elapsed  time.Duration // to the finished deletion, or to the end of the wait
 	dials    int64         // redials after the poisoning
-	attempts int
+	calls    int64         // reconciler calls through the pool after the poisoning
+	failed   int64         // of which failed
 }
 
 // runPoisoned runs steps 1 to 4 on one build and waits at most bound for
@@ -64,12 +66,15 @@ func runPoisoned(b *testing.B, naive bool, bound time.Duration) poisonedRun {
 		b.Fatal(err)
 	}
 	dials := s.Op.Dials()
+	calls, failed := s.Op.Calls()
 	t0 := time.Now()
 	if err := s.C.Delete(ctx, w); err != nil {
 		b.Fatal(err)
 	}
 	err = controlplane.WaitGone(ctx, s.C, w, bound)
-	r := poisonedRun{finished: err == nil, elapsed: time.Since(t0), dials: s.Op.Dials() - dials, attempts: s.Attempts(w)}
+	r := poisonedRun{finished: err == nil, elapsed: time.Since(t0), dials: s.Op.Dials() - dials}
+	c, f := s.Op.Calls()
+	r.calls, r.failed = c-calls, f-failed
 	if !r.finished {
 		if err := s.Release(ctx, w); err != nil {
 			b.Fatal(err)
@@ -90,15 +95,15 @@ func BenchmarkPoisonedClient(b *testing.B) {
 	for b.Loop() {
 		guarded := runPoisoned(b, false, bound)
 		naive := runPoisoned(b, true, bound)
-		direct, viaDo := callOverhead(b, 200)
+		o := callOverhead(b, 500)
 
 		b.ReportMetric(guarded.elapsed.Seconds(), "finale-s")
 		b.ReportMetric(naive.elapsed.Seconds(), "naive-s")
 		b.ReportMetric(float64(guarded.dials), "finale-redials")
 		b.ReportMetric(float64(naive.dials), "naive-redials")
-		b.ReportMetric(float64(viaDo-direct)/float64(time.Microsecond), "do-overhead-us")
+		b.ReportMetric(float64(o.pool.Nanoseconds()), "do-ns")
 		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "\nbuild\tdeletion after poisoning\tredials\tcleanup attempts\n")
+		fmt.Fprintf(tw, "\nbuild\tdeletion after poisoning\tredials\tcalls (failed)\n")
 		for _, r := range []struct {
 			name string
 			poisonedRun
@@ -107,19 +112,29 @@ func BenchmarkPoisonedClient(b *testing.B) {
 			if !r.finished {
 				state = fmt.Sprintf("still stuck after %s", r.elapsed.Round(time.Second))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", r.name, state, r.dials, r.attempts)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%d)\n", r.name, state, r.dials, r.calls, r.failed)
 		}
-		fmt.Fprintf(tw, "\ncall (Describe worker deployment)\tper call\tratio\n")
-		fmt.Fprintf(tw, "direct SDK call\t%s\t1.00\n", direct)
-		fmt.Fprintf(tw, "through clientpool.Do\t%s\t%.3f\n", viaDo, float64(viaDo)/float64(direct))
+		fmt.Fprintf(tw, "\nDescribe worker deployment, median of %d\tper call\tratio\n", o.n)
+		fmt.Fprintf(tw, "direct SDK call\t%s\t1.00\n", o.direct)
+		fmt.Fprintf(tw, "through clientpool.Do\t%s\t%.3f\n", o.viaDo, float64(o.viaDo)/float64(o.direct))
+		fmt.Fprintf(tw, "clientpool.Do itself (empty call, mean)\t%s\t%.5f\n", o.pool, float64(o.pool)/float64(o.direct))
 		_ = tw.Flush()
 	}
 }
 
+// overhead is what callOverhead measured.
+type overhead struct {
+	n             int
+	direct, viaDo time.Duration // medians of a Describe call
+	pool          time.Duration // mean of a Do around an empty call
+}
+
 // callOverhead times n Describe calls made directly on an SDK client and n
 // made through a clientpool.Pool holding the same kind of client,
-// interleaved so that both see the same load, and returns the mean of each.
-func callOverhead(b *testing.B, n int) (direct, viaDo time.Duration) {
+// interleaved so that both see the same load (medians, since a shared
+// machine's outliers dwarf the difference), and the pool's own cost
+// around an empty call.
+func callOverhead(b *testing.B, n int) overhead {
 	b.Helper()
 	ts := testenv.Temporal(b)
 	ctx := b.Context()
@@ -154,18 +169,32 @@ func callOverhead(b *testing.B, n int) (direct, viaDo time.Duration) {
 	if err := call(ctx, c); err != nil {
 		b.Fatal(err)
 	}
-	var dSum, pSum time.Duration
+	direct := make([]time.Duration, 0, n)
+	viaDo := make([]time.Duration, 0, n)
 	for range n {
 		t0 := time.Now()
 		if err := call(ctx, c); err != nil {
 			b.Fatal(err)
 		}
-		dSum += time.Since(t0)
+		direct = append(direct, time.Since(t0))
 		t0 = time.Now()
 		if err := p.Do(ctx, "k", call); err != nil {
 			b.Fatal(err)
 		}
-		pSum += time.Since(t0)
+		viaDo = append(viaDo, time.Since(t0))
 	}
-	return dSum / time.Duration(n), pSum / time.Duration(n)
+	const empties = 100000
+	empty := func(context.Context, sdkclient.Client) error { return nil }
+	t0 := time.Now()
+	for range empties {
+		if err := p.Do(ctx, "k", empty); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return overhead{n: n, direct: median(direct), viaDo: median(viaDo), pool: time.Since(t0) / empties}
+}
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }

@@ -34,12 +34,15 @@
 //
 // # Decisions
 //
-//   - Ownership: a server-side deployment is this object's only when its
-//     manager identity is the object's tag (ledger.Tag). One that exists
-//     without a manager, or with another, is refused (NeedsAction), never
-//     adopted or deleted; every mutating call carries the tag as its
-//     identity, so the server refuses it for a deployment someone else
-//     manages.
+//   - Ownership: a server-side deployment is this object's when its
+//     manager identity is the object's tag (ledger.Tag), or when it has no
+//     manager and the tag was the last to change it (this object's create,
+//     whose claim did not land; the create is idempotent by the object's
+//     UID, so the next reconcile finishes the claim). Any other deployment
+//     of the name is refused while the object lives (NeedsAction), and is
+//     nothing of the object's when it is deleted: never adopted, changed or
+//     deleted. Every mutating call carries the tag as its identity, so the
+//     server refuses it if another identity took the deployment over.
 //   - No cleanup records and no hold (lifecycle.SkipLedger and SkipHold,
 //     in both builds). A record must be proven against its deployment by a
 //     response computed inside the service from a sentinel stored there

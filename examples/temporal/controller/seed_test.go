@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.temporal.io/api/serviceerror"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/temporal/api/v1alpha1"
@@ -21,7 +23,13 @@ import (
 	"github.com/finale-dev/finale/watchdog"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The operator's own log (errors made on purpose by the faults) would
+	// bury the tests' output; conditions, Events and the watchdog say what
+	// matters.
+	ctrllog.SetLogger(logr.Discard())
+	testenv.Main(m)
+}
 
 // start runs one build of the operator on the package's control plane and
 // Temporal server until the test ends. Tests that start one do not run in
@@ -223,4 +231,28 @@ func TestSeedMainPath(t *testing.T) {
 func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
 	return errors.As(err, &nf)
+}
+
+// TestForeignDeploymentIsNeverTouched: a deployment of the same name that
+// workers created before the object (no manager identity) is refused, not
+// adopted, and deleting the object leaves it and its version in place.
+func TestForeignDeploymentIsNeverTouched(t *testing.T) {
+	ctx := t.Context()
+	s := start(t, false)
+	ns, err := s.Namespace(ctx, "g1-foreign-")
+	must(t, err)
+	must(t, s.Connection(ctx, ns))
+	must(t, s.APIKeySecret(ctx, ns))
+	name := ns + "-app" // the deployment s.WorkerDeployment(ns, "app") names
+	must(t, s.AddVersion(ctx, name, "v1"))
+	w, err := s.WorkerDeployment(ctx, ns, "app")
+	must(t, err)
+	waitCond(t, s, w, lifecycle.ConditionSynced, metav1.ConditionFalse, controller.ReasonDeploymentUnclaimed)
+	must(t, s.C.Delete(ctx, w))
+	must(t, controlplane.WaitGone(ctx, s.C, w, stack.DefaultWait))
+	d, err := s.Describe(ctx, name)
+	must(t, err)
+	if d.Info.ManagerIdentity != "" || len(d.Info.VersionSummaries) != 1 {
+		t.Errorf("the foreign deployment was changed: manager %q, %d versions", d.Info.ManagerIdentity, len(d.Info.VersionSummaries))
+	}
 }

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/api/serviceerror"
+	sdkclient "go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/finale-dev/finale/errclass"
+)
+
+func TestOwnershipOf(t *testing.T) {
+	const tag = "finale:workerdeployment:uid-1"
+	cases := map[string]struct {
+		manager, lastModifier string
+		want                  ownership
+	}{
+		"claimed by the tag":                    {manager: tag, lastModifier: "someone", want: ours},
+		"created by the tag, claim lost":        {manager: "", lastModifier: tag, want: claimLost},
+		"no manager, created by workers":        {manager: "", lastModifier: "", want: foreign},
+		"no manager, last changed by someone":   {manager: "", lastModifier: "ops@example.com", want: foreign},
+		"managed by another identity":           {manager: "other-controller", lastModifier: tag, want: foreign},
+		"managed by another object of the kind": {manager: "finale:workerdeployment:uid-2", lastModifier: "", want: foreign},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := ownershipOf(sdkclient.WorkerDeploymentInfo{ManagerIdentity: tc.manager, LastModifierIdentity: tc.lastModifier}, tag)
+			if got != tc.want {
+				t.Errorf("ownershipOf = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClassify: the SDK's errors carry their status behind Status(), and a
+// Secret that cannot be read is Auth, never NotFound (which would read as
+// a deployment that is gone).
+func TestClassify(t *testing.T) {
+	live := context.Background()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := map[string]struct {
+		ctx  context.Context
+		err  error
+		want errclass.Class
+	}{
+		"deadline while the caller is live": {live, serviceerror.NewDeadlineExceeded("context deadline exceeded"), errclass.Transport},
+		"deadline while the caller is done": {done, serviceerror.NewDeadlineExceeded("context deadline exceeded"), errclass.Canceled},
+		"unavailable":                       {live, serviceerror.NewUnavailable("connection refused"), errclass.Transport},
+		"not found":                         {live, serviceerror.NewNotFound("no Worker Deployment found"), errclass.NotFound},
+		"permission denied":                 {live, serviceerror.NewPermissionDenied("no", ""), errclass.Auth},
+		"unauthenticated, plain gRPC":       {live, status.Error(codes.Unauthenticated, "bad key"), errclass.Auth},
+		"API key unreadable":                {live, ErrAPIKeyUnavailable, errclass.Auth},
+	}
+	got, want := map[string]errclass.Class{}, map[string]errclass.Class{}
+	for name, tc := range cases {
+		got[name], want[name] = Classifier.Classify(tc.ctx, tc.err), tc.want
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("classes (-want +got):\n%s", diff)
+	}
+}
+
+// TestIsAccessDenied is the naive build's whole eviction rule, as upstream's
+// isAccessDeniedErr: PermissionDenied or Unauthenticated, nothing else.
+func TestIsAccessDenied(t *testing.T) {
+	for err, want := range map[error]bool{
+		serviceerror.NewPermissionDenied("no", ""):            true,
+		status.Error(codes.Unauthenticated, "bad key"):        true,
+		serviceerror.NewDeadlineExceeded("deadline exceeded"): false,
+		serviceerror.NewUnavailable("refused"):                false,
+		ErrAPIKeyUnavailable:                                  false,
+	} {
+		if got := isAccessDenied(err); got != want {
+			t.Errorf("isAccessDenied(%v) = %v, want %v", err, got, want)
+		}
+	}
+}
