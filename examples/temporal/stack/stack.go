@@ -349,7 +349,12 @@ func (s *Stack) AddVersion(ctx context.Context, deployment, build string) error 
 }
 
 // pollers counts the pollers the server remembers for one version of a
-// task queue, the way it checks before deleting a version.
+// task queue, the way it checks before deleting a version
+// (CheckIfTaskQueuesHavePollers in go.temporal.io/server v1.32.1's
+// workerdeployment package): with the enhanced DescribeTaskQueue, which
+// the API marks deprecated and nothing replaces for a version's pollers.
+//
+//nolint:staticcheck // the server's own check before a version delete; no replacement reports a version's pollers
 func (s *Stack) pollers(ctx context.Context, tq, version string) (int, error) {
 	resp, err := s.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
 		Namespace:      s.o.Namespace,
