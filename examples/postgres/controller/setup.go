@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -175,13 +177,9 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 		return so
 	}
-	// Generated password Secrets wake their Role (see secretWake).
-	wake := &secretWake{}
-	if err := mgr.Add(wake.runnable(mgr.GetCache())); err != nil {
-		return nil, err
-	}
+	// A generated password Secret that is deleted or edited wakes its Role.
 	roleSetup := setup(ControllerRole)
-	roleSetup.WrapEventHandler = wake.capture(roleSetup.WrapEventHandler)
+	roleSetup.Extend = func(b *builder.Builder) *builder.Builder { return b.Owns(&corev1.Secret{}) }
 	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
 		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
 		return nil, err
