@@ -257,8 +257,12 @@ func (r *Reconciler[O, K, C]) Reconcile(ctx context.Context, req reconcile.Reque
 	st := newStatus(r, obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
 		res, err := r.delete(ctx, obj, st)
-		if ferr := st.flush(ctx); ferr != nil && err == nil {
-			err = ferr
+		// An object whose finalizer went is gone or about to be: its
+		// status is not worth a write.
+		if controllerutil.ContainsFinalizer(obj, r.o.Finalizer) {
+			if ferr := st.flush(ctx); ferr != nil && err == nil {
+				err = ferr
+			}
 		}
 		return res, err
 	}
