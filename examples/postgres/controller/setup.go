@@ -179,7 +179,11 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	}
 	// A generated password Secret that is deleted or edited wakes its Role.
 	roleSetup := setup(ControllerRole)
-	roleSetup.Extend = func(b *builder.Builder) *builder.Builder { return b.Owns(&corev1.Secret{}) }
+	roleSetup.Extend = func(b *builder.Builder) *builder.Builder {
+		// Watches with the owner handler rather than Owns, which a harness
+		// that wraps the kind's own watch (no For) cannot use.
+		return b.Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), &v1alpha1.Role{}, handler.OnlyControllerOwner()))
+	}
 	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
 		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
 		return nil, err
