@@ -706,13 +706,14 @@ func (r *Reconciler[O, K, C]) attempt(ctx context.Context, obj O, err error) {
 }
 
 // backoff is the retry of a held deletion after n failed passes in a row:
-// one second doubling to five minutes.
+// one second doubling to RetryInterval. A namespace deletion waits on it
+// and the hold has an end, so it stays within seconds.
 func (r *Reconciler[O, K, C]) backoff(obj O) time.Duration {
 	n := 1
 	if v, ok := r.failures.Load(obj.GetUID()); ok {
 		n = v.(int)
 	}
-	return min(time.Second<<min(n-1, 9), 5*time.Minute)
+	return min(time.Second<<min(n-1, 9), max(r.o.RetryInterval, time.Second))
 }
 
 func (r *Reconciler[O, K, C]) done(ctx context.Context, obj O) {
