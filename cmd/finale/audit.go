@@ -183,8 +183,8 @@ type recordsSection struct {
 	// false when the audit could not read the key Secret.
 	Authenticated bool            `json:"authenticated"`
 	Gone          []goneRecord    `json:"gone"`
-	Unknown []goneRecord    `json:"unknown,omitempty"`
-	Invalid []invalidRecord `json:"invalid"`
+	Unknown       []goneRecord    `json:"unknown,omitempty"`
+	Invalid       []invalidRecord `json:"invalid"`
 }
 
 // owner is ledger.Owner with JSON names of the command's own, so that a
@@ -309,7 +309,7 @@ type auditor struct {
 	// keySecret names the operator key Secret in recordsNamespace.
 	keySecret string
 	settle    time.Duration
-	clock            clock.PassiveClock
+	clock     clock.PassiveClock
 	// namespaces limits the deletions section to these namespaces (and the
 	// Namespace objects of these names); empty is the whole cluster. Tests
 	// use it because the cluster is shared by every test of the binary.

@@ -246,7 +246,7 @@ func TestAuditTerminatingNamespace(t *testing.T) {
 // audit reads records, and records are written only by a ledger after a
 // proof.
 type deployment struct {
-	mu         sync.Mutex // guards salt and token
+	mu        sync.Mutex // guards salt and token
 	salt, tok string
 }
 
