@@ -52,6 +52,11 @@ type Options struct {
 	CallTimeout time.Duration
 	// Workers per kind; zero is 4.
 	Workers int
+	// AllowedServers is the admin's allow-list of where Servers may point
+	// (see NewServerPolicy: host names, *.wildcards, IPs, CIDR prefixes); a
+	// Server elsewhere is refused (ServerNotAllowed) and never dialled.
+	// Empty allows every host.
+	AllowedServers []string
 	// PoolName labels the pool's metrics; "" is "postgres".
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
@@ -99,6 +104,10 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if o.PoolName == "" {
 		o.PoolName = "postgres"
 	}
+	policy, err := NewServerPolicy(o.AllowedServers)
+	if err != nil {
+		return nil, err
+	}
 	scheme := mgr.GetScheme()
 	classifier := errclass.New(catalog.Classify)
 	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements})
@@ -106,7 +115,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, err
 	}
 	op := &Operator{Pool: pool}
-	srvs := servers{r: mgr.GetClient()}
+	srvs := servers{r: mgr.GetCache(), policy: policy}
 	recorder := mgr.GetEventRecorder("finale-postgres")
 	op.Watchdog = watchdog.New(watchdog.Options{
 		Clock: o.Clock, Recorder: recorder, Classifier: classifier, Scheme: scheme,
@@ -124,7 +133,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 			return nil, err
 		}
 		op.Ledger = ledger.New(store, ledger.Options{Clock: o.Clock, Classifier: classifier})
-		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder); err != nil {
+		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder, classifier); err != nil {
 			return nil, err
 		}
 		if err := op.Hold.SetupWithManager(mgr); err != nil {
@@ -153,7 +162,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	roles, err := lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete))
+		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete))
 	if err != nil {
 		return nil, err
 	}
@@ -222,9 +231,9 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	return op, nil
 }
 
-func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder) (*hold.Hold, error) {
+func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder, classifier *errclass.Classifier) (*hold.Hold, error) {
 	return hold.New(hold.Config{
-		Parent: &v1alpha1.Server{}, Scheme: scheme, Clock: o.Clock, Timeout: o.HoldTimeout, Recorder: rec,
+		Parent: &v1alpha1.Server{}, Scheme: scheme, Clock: o.Clock, Timeout: o.HoldTimeout, Recorder: rec, Classifier: classifier,
 		SecretName: func(p client.Object) string { return p.(*v1alpha1.Server).Spec.CredentialsSecretRef.Name },
 		Dependents: []hold.Dependent{
 			{Object: &v1alpha1.Role{}, CleanupFinalizer: Finalizer, ParentName: func(o client.Object) string { return o.(*v1alpha1.Role).Spec.ServerRef.Name }},
