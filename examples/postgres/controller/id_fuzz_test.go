@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -63,6 +64,30 @@ func FuzzExternalIDRoundTrip(f *testing.F) {
 		}
 		if strings.HasPrefix(tag, roleTagPrefix) && strings.HasPrefix(tag, databaseTagPrefix) {
 			t.Fatalf("tag %q is both a Role's and a Database's", tag)
+		}
+	})
+}
+
+// The allow-list is read from the operator's flags and applied to hosts
+// tenants write: no entry or host makes it panic, and whatever it allows
+// is an IP literal or a DNS name (never a host list, a port, a path).
+func FuzzServerPolicy(f *testing.F) {
+	f.Add("db.example.com", "db.example.com")
+	f.Add("*.pg.internal", "a.pg.internal")
+	f.Add("10.0.0.0/8", "10.1.2.3")
+	f.Add("*.", "x")
+	f.Add("::1", "::ffff:127.0.0.1")
+	f.Add("db.example.com", "db.example.com,evil")
+	f.Fuzz(func(t *testing.T, entry, host string) {
+		p, err := NewServerPolicy([]string{entry})
+		if err != nil {
+			return
+		}
+		if !p.Allows(host) || p == nil {
+			return
+		}
+		if _, err := netip.ParseAddr(host); err != nil && !validName(normalName(host)) {
+			t.Fatalf("policy %q allows %q, which is neither an IP literal nor a DNS name", entry, host)
 		}
 	})
 }

@@ -64,11 +64,11 @@ func NewServerPolicy(entries []string) (*ServerPolicy, error) {
 			a = a.Unmap()
 			p.prefixes = append(p.prefixes, netip.PrefixFrom(a, a.BitLen()))
 		case strings.HasPrefix(e, "*."):
-			suffix := normalName(e[1:])
-			if !validName(suffix[1:]) {
+			parent := normalName(e[2:])
+			if !validName(parent) {
 				return nil, fmt.Errorf("allowed server %q: not a wildcard over a DNS name (for example *.db.example.com)", raw)
 			}
-			p.suffixes = append(p.suffixes, suffix)
+			p.suffixes = append(p.suffixes, "."+parent)
 		default:
 			name := normalName(e)
 			if !validName(name) {
