@@ -213,11 +213,20 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if err := r.c.Status().Patch(ctx, &srv, client.MergeFrom(base)); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
+		// One Event per reason and type: the events API folds Events that
+		// differ only in their note into one series, keeping whichever
+		// note came first, so two conditions changing to the same reason
+		// would leave a note that depends on timing.
+		emitted := map[string]bool{}
 		for _, c := range events {
 			typ := corev1.EventTypeNormal
 			if c.Status != metav1.ConditionTrue {
 				typ = corev1.EventTypeWarning
 			}
+			if emitted[typ+c.Reason] {
+				continue
+			}
+			emitted[typ+c.Reason] = true
 			r.recorder.Eventf(&srv, nil, typ, c.Reason, lifecycle.ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}
