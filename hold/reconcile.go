@@ -38,6 +38,13 @@ func secretMeta() *metav1.PartialObjectMetadata {
 // data on the hold's account. A nil Recorder becomes
 // mgr.GetEventRecorder("finale-hold").
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
+	h.mu.Lock()
+	done := h.setUp
+	h.setUp = true
+	h.mu.Unlock()
+	if done {
+		return nil
+	}
 	if err := h.Index(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

@@ -204,6 +204,10 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	keySecret := func(ns string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "record-key", Labels: map[string]string{"app.kubernetes.io/managed-by": "finale"}},
+			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"key": []byte("k")}}
+	}
 	basicAuth := func(name string, owned bool) *corev1.Secret {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeBasicAuth,
 			Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}}
@@ -258,6 +262,10 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken})
 		}},
 		"create a basic-auth Secret no Role controls": {do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("unowned", false)) }},
+		"create a finale-labelled Opaque Secret outside its namespace": {do: func(ctx context.Context) error {
+			return op.Create(ctx, keySecret(ns))
+		}},
+		"create its record key in its own namespace": {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, keySecret(recNS)) }},
 		"create a Role's password Secret":             {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("owned", true)) }},
 	}
 	for name, tc := range cases {

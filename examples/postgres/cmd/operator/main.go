@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -58,6 +59,10 @@ type settings struct {
 	workers         int
 	naive           bool
 	holdTimeout     time.Duration
+	sweepSettle     time.Duration
+	sweepEvery      time.Duration
+	sweepServers    []types.NamespacedName
+	keySecret       string
 	allowedServers  []string
 	verbosity       int
 
@@ -83,6 +88,14 @@ func newFlags() (*flag.FlagSet, *settings) {
 	fs.IntVar(&s.workers, "workers", 4, "concurrent reconciles per kind")
 	fs.BoolVar(&s.naive, "naive", false, "switch the guarantees off (no records, no hold, no eviction): for comparisons only")
 	fs.DurationVar(&s.holdTimeout, "hold-timeout", 0, "bound of a Server's deletion hold; 0 is the default (10m)")
+	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
+	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
+	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace", func(v string) error {
+		extra, err := controller.ParseServers(v)
+		s.sweepServers = append(s.sweepServers, extra...)
+		return err
+	})
+	fs.StringVar(&s.keySecret, "key-secret", "", "Secret in the records namespace holding the operator key (created on first start); empty is "+ledger.KeySecretName)
 	fs.Func("allowed-servers", "comma-separated hosts Servers may point at: DNS names, *.wildcards, IPs and CIDR prefixes (for example db.example.com,*.pg.internal,10.20.0.0/16); repeatable; unset allows any host", func(v string) error {
 		s.allowedServers = append(s.allowedServers, strings.Split(v, ",")...)
 		return nil
@@ -194,6 +207,7 @@ func (s *settings) newManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
+		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepServers: s.sweepServers, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,
 	}); err != nil {
 		return nil, err
