@@ -46,6 +46,9 @@ type Options struct {
 	// went without its delete (the hold ended first); zero is sweep's
 	// default.
 	SweepSettle, SweepInterval time.Duration
+	// SweepClockSkew is the clock difference tolerated between replicas,
+	// added to the settle window; zero is sweep's default.
+	SweepClockSkew time.Duration
 	// SweepServers are Servers, besides those in the records namespace,
 	// that the sweeper may use for any record whose deployment they prove
 	// (an admin's choice; a record's own Server is always tried first).
@@ -206,7 +209,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		op.Sweeper, err = sweep.New(sweep.Options{
 			Ledger: op.Ledger, Owners: mgr.GetClient(), Live: mgr.GetAPIReader(),
 			Targets:  sweep.ByKind{"Role": roles, "Database": dbs},
-			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, Interval: o.SweepInterval, Classifier: classifier,
+			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval, Classifier: classifier,
 		})
 		if err != nil {
 			return nil, err

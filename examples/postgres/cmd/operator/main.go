@@ -61,6 +61,7 @@ type settings struct {
 	holdTimeout     time.Duration
 	sweepSettle     time.Duration
 	sweepEvery      time.Duration
+	sweepSkew       time.Duration
 	sweepServers    []types.NamespacedName
 	keySecret       string
 	allowedServers  []string
@@ -90,6 +91,7 @@ func newFlags() (*flag.FlagSet, *settings) {
 	fs.DurationVar(&s.holdTimeout, "hold-timeout", 0, "bound of a Server's deletion hold; 0 is the default (10m)")
 	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
 	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
+	fs.DurationVar(&s.sweepSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
 	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace", func(v string) error {
 		extra, err := controller.ParseServers(v)
 		s.sweepServers = append(s.sweepServers, extra...)
@@ -207,7 +209,7 @@ func (s *settings) newManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
-		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepServers: s.sweepServers, KeySecret: s.keySecret,
+		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepServers: s.sweepServers, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,
 	}); err != nil {
 		return nil, err
