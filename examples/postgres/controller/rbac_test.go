@@ -266,7 +266,7 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 			return op.Create(ctx, keySecret(ns))
 		}},
 		"create its record key in its own namespace": {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, keySecret(recNS)) }},
-		"create a Role's password Secret":             {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("owned", true)) }},
+		"create a Role's password Secret":            {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("owned", true)) }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
