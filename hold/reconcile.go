@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/errclass"
@@ -206,7 +206,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			class := errclass.Unknown
 			if accessErr != nil {
 				class = h.cfg.Classifier.Classify(ctx, accessErr)
-				log.FromContext(ctx).Info("hold: access to the external service is not ready", "parent", key, "class", class, "error", accessErr.Error())
+				logf.FromContext(ctx).Info("hold: access to the external service is not ready", "parent", key, "class", class, "error", accessErr.Error())
 			}
 			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, class)
 		}
@@ -311,7 +311,12 @@ func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
 	return true
 }
 
+// event emits an Event and logs it: a hold's transitions happen while the
+// parent's namespace is terminating, which refuses new Events, so the log
+// is where they are sure to be seen.
 func (h *Hold) event(obj client.Object, typ, reason, action, note string, args ...interface{}) {
+	logf.Log.WithName("hold").Info(fmt.Sprintf(note, args...), "reason", reason, "kind", kindName(h.cfg.Scheme, obj),
+		"namespace", obj.GetNamespace(), "name", obj.GetName())
 	if h.cfg.Recorder != nil {
 		h.cfg.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
 	}

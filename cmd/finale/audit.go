@@ -42,6 +42,21 @@ import (
 // on, so that main can exit with a code of its own, distinct from failures.
 var errFindings = errors.New("audit found problems")
 
+// errPending marks an audit that found nothing to act on yet, but records
+// whose owner is gone and that are still within the settle window: the
+// sweeper may still clean them, or they become findings. It is not success:
+// an admin who runs the audit right after a namespace deletion must not
+// read "nothing leaked" while the outcome is still open.
+var errPending = errors.New("audit found pending records")
+
+// Exit statuses of finale audit (main maps the errors to them).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitFindings = 2
+	exitPending  = 3
+)
+
 // errReadOnly is what any write through the audit's record store gets: the
 // audit must never change the cluster it inspects.
 var errReadOnly = errors.New("finale audit is read-only")
@@ -64,9 +79,19 @@ const (
 	auditUsage = `usage: finale audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
 
 Read-only report on a live cluster: objects stuck in deletion, cleanup records
-whose owner is gone, and records the sweeper could not reach. Exits non-zero
-when an object has been deleting longer than --settle, a record is overdue or
-invalid, or the sweeper reported a record unreachable.
+whose owner is gone, and records the sweeper could not reach.
+
+exit status:
+  0  nothing found
+  1  the audit failed (bad flags, no cluster, a section could not be read)
+  2  findings to act on: an object deleting longer than --settle, a record
+     whose owner is gone for longer than --settle (overdue), an invalid
+     record, or a record the sweeper reported unreachable
+  3  no findings, but pending records: their owner is gone and they are
+     younger than --settle, so the sweeper may still clean them; run the
+     audit again once the window has passed (the report says when)
+Objects deleting for less than --settle are listed but do not change the
+exit status: a busy cluster always has some.
 
 flags:
 `
@@ -86,6 +111,7 @@ flags:
 	msgFindings        = "%w: %s"
 	msgSummary         = "%d stuck deletions, %d records (%d owner gone, %d overdue), %d unreachable"
 	msgSummaryInvalid  = ", %d invalid records"
+	msgSummaryPending  = ", %d pending records (owner gone less than %s ago: run again in %s)"
 )
 
 // Owner states of a cleanup record.
@@ -141,14 +167,17 @@ type condition struct {
 }
 
 type recordsSection struct {
-	Total        int             `json:"total"`
-	OwnerPresent int             `json:"ownerPresent"`
-	OwnerGone    int             `json:"ownerGone"`
-	OwnerUnknown int             `json:"ownerUnknown"`
-	Overdue      int             `json:"overdue"`
-	Gone         []goneRecord    `json:"gone"`
-	Unknown      []goneRecord    `json:"unknown,omitempty"`
-	Invalid      []invalidRecord `json:"invalid"`
+	Total        int `json:"total"`
+	OwnerPresent int `json:"ownerPresent"`
+	OwnerGone    int `json:"ownerGone"`
+	OwnerUnknown int `json:"ownerUnknown"`
+	Overdue      int `json:"overdue"`
+	// Pending: owner gone, still within the settle window (OwnerGone is
+	// Overdue plus Pending).
+	Pending int             `json:"pending"`
+	Gone    []goneRecord    `json:"gone"`
+	Unknown []goneRecord    `json:"unknown,omitempty"`
+	Invalid []invalidRecord `json:"invalid"`
 }
 
 // owner is ledger.Owner with JSON names of the command's own, so that a
@@ -207,12 +236,53 @@ func (r *report) findings() int {
 	return n
 }
 
+// recheckIn is how long until every pending record has passed the settle
+// window, and a new audit says for each whether it was swept or is overdue.
+func (r *report) recheckIn() time.Duration {
+	var in int64
+	for _, g := range r.Records.Gone {
+		if !g.Overdue {
+			in = max(in, r.SettleSeconds-g.AgeSeconds)
+		}
+	}
+	return time.Duration(in) * time.Second
+}
+
 func (r *report) summary() string {
 	s := fmt.Sprintf(msgSummary, len(r.Deletions), r.Records.Total, r.Records.OwnerGone, r.Records.Overdue, len(r.Unreachable))
 	if n := len(r.Records.Invalid); n > 0 {
 		s += fmt.Sprintf(msgSummaryInvalid, n)
 	}
+	if n := r.Records.Pending; n > 0 {
+		s += fmt.Sprintf(msgSummaryPending, n, age(r.SettleSeconds), r.recheckIn())
+	}
 	return s
+}
+
+// verdict is the audit's outcome: errFindings when there is something to
+// act on (whatever else), else errPending when records are pending, else
+// nil. Both errors carry the summary.
+func (r *report) verdict() error {
+	switch {
+	case r.findings() > 0:
+		return fmt.Errorf(msgFindings, errFindings, r.summary())
+	case r.Records.Pending > 0:
+		return fmt.Errorf(msgFindings, errPending, r.summary())
+	}
+	return nil
+}
+
+// exitCode maps run's error to the command's exit status.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errFindings):
+		return exitFindings
+	case errors.Is(err, errPending):
+		return exitPending
+	}
+	return exitError
 }
 
 // auditor holds the clients and settings of one audit. Every client only
@@ -309,10 +379,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	if err := printReport(out, rep, *output); err != nil {
 		return err
 	}
-	if rep.findings() > 0 {
-		return fmt.Errorf(msgFindings, errFindings, rep.summary())
-	}
-	return nil
+	return rep.verdict()
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -584,6 +651,8 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 			if age > a.settle {
 				g.Overdue = true
 				sec.Overdue++
+			} else {
+				sec.Pending++
 			}
 			sec.Gone = append(sec.Gone, g)
 		}
@@ -715,8 +784,8 @@ func printReport(w io.Writer, rep report, format string) error {
 		}
 	}
 	s := rep.Records
-	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue), %d lookup failed, %d invalid\n",
-		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.OwnerUnknown, len(s.Invalid))
+	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue, %d pending), %d lookup failed, %d invalid\n",
+		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.Pending, s.OwnerUnknown, len(s.Invalid))
 	if len(s.Gone)+len(s.Unknown) > 0 {
 		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tIDS\tDEPLOYMENT\tRECORD")
 		for _, g := range append(slices.Clone(s.Gone), s.Unknown...) {
@@ -724,7 +793,7 @@ func printReport(w io.Writer, rep report, format string) error {
 			if g.Error != "" {
 				state += " (" + oneLine(g.Error) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), yes(g.Overdue), g.Owner, state, g.ExternalIDs, g.Deployment, g.Record)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, g.ExternalIDs, g.Deployment, g.Record)
 		}
 	}
 	if len(s.Invalid) > 0 {
@@ -779,6 +848,19 @@ func kindOf(apiVersion, kind string) string {
 		return kind
 	}
 	return kind + "." + gv.Group
+}
+
+// overdue is a gone record's OVERDUE column: yes, or for a pending record
+// when it will be ("in 3m0s"); a record whose owner could not be looked up
+// is neither.
+func overdue(g goneRecord, settleSeconds int64) string {
+	switch {
+	case g.Overdue:
+		return "yes"
+	case g.OwnerState == ownerUnknown:
+		return "-"
+	}
+	return "in " + age(settleSeconds-g.AgeSeconds)
 }
 
 func yes(b bool) string {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,7 +322,7 @@ func TestAuditRecords(t *testing.T) {
 
 	rep := mustRun(t, testAuditor(t, recNS, now, ownerNS))
 	want := recordsSection{
-		Total: 5, OwnerPresent: 1, OwnerGone: 3, Overdue: 2,
+		Total: 5, OwnerPresent: 1, OwnerGone: 3, Overdue: 2, Pending: 1,
 		Gone: []goneRecord{
 			{Record: goneName, Owner: ownerOf(gone), OwnerState: ownerGone, AgeSeconds: 3600, ExternalIDs: 2,
 				Deployment: "deployment-a", Overdue: true},
@@ -346,7 +347,8 @@ func TestAuditRecords(t *testing.T) {
 	if diff := cmp.Diff(wantUnreachable, rep.Unreachable, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
 		t.Errorf("unreachable (-want +got):\n%s", diff)
 	}
-	if got, want := rep.summary(), "0 stuck deletions, 5 records (3 owner gone, 2 overdue), 2 unreachable, 1 invalid records"; got != want {
+	if got, want := rep.summary(), "0 stuck deletions, 5 records (3 owner gone, 2 overdue), 2 unreachable, 1 invalid records, "+
+		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 
@@ -355,7 +357,7 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("text report:\n%s", text.String())
-	for _, want := range []string{"Cleanup records in " + recNS + ": 5 total, 1 owner present, 3 owner gone (2 overdue)",
+	for _, want := range []string{"Cleanup records in " + recNS + ": 5 total, 1 owner present, 3 owner gone (2 overdue, 1 pending)",
 		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection proves deployment-a"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)
@@ -367,8 +369,8 @@ func TestAuditRecords(t *testing.T) {
 	t.Run("command", func(t *testing.T) {
 		var out bytes.Buffer
 		err := audit(t.Context(), []string{"--kubeconfig", testenv.ControlPlane(t).Kubeconfig, "--records-namespace", recNS, "-o", "json"}, &out)
-		if !errors.Is(err, errFindings) {
-			t.Fatalf("audit = %v, want errFindings", err)
+		if !errors.Is(err, errFindings) || exitCode(err) != exitFindings {
+			t.Fatalf("audit = %v (exit %d), want errFindings (exit %d): findings win over pending records", err, exitCode(err), exitFindings)
 		}
 		var got report
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
@@ -379,6 +381,134 @@ func TestAuditRecords(t *testing.T) {
 				got.RecordsNamespace, got.Records.Total, got.Records.OwnerGone, len(got.Unreachable), recNS)
 		}
 	})
+}
+
+// TestAuditPendingRecords is item 16 of issue 12: records whose owner is
+// gone but that are still within the settle window (right after a namespace
+// deletion, say) are pending findings with an exit status of their own (3),
+// not success; once past the window they are overdue findings (2). Before
+// the fix the audit exited 0 until the window had passed.
+func TestAuditPendingRecords(t *testing.T) {
+	t.Parallel()
+	c := testenv.Client(t, testenv.Scheme())
+	ownerNS, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+	store, err := ledger.NewConfigMapStore(c, recNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownerNS, Name: "present"}}
+	if err := c.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	present := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "present", UID: cm.UID}
+	gone := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "gone", UID: uuid.NewUUID()}
+	// The gone owner's record was last attempted a minute ago (real time:
+	// the command below reads the real clock).
+	attempted := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	for _, r := range []*ledger.Record{
+		testRecord(present, attempted.Add(-time.Hour), attempted.Add(-time.Hour), "id-1"),
+		testRecord(gone, attempted.Add(-time.Hour), attempted, "id-2"),
+	} {
+		if err := store.Put(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type verdict struct {
+		Pending, Overdue, Findings int
+		Exit                       int
+	}
+	for name, tc := range map[string]struct {
+		now  time.Time
+		want verdict
+	}{
+		"within the window": {now: attempted.Add(2 * time.Minute), want: verdict{Pending: 1, Exit: exitPending}},
+		"past the window":   {now: attempted.Add(testSettle + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := mustRun(t, testAuditor(t, recNS, tc.now, ownerNS))
+			got := verdict{rep.Records.Pending, rep.Records.Overdue, rep.findings(), exitCode(rep.verdict())}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("verdict (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	rep := mustRun(t, testAuditor(t, recNS, attempted.Add(2*time.Minute), ownerNS))
+	var text bytes.Buffer
+	if err := printReport(&text, rep, "text"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("text report:\n%s", text.String())
+	for _, want := range []string{
+		"1 owner gone (0 overdue, 1 pending)",
+		"in 3m0s", // the OVERDUE column of the pending record
+		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+
+	// The command, on the whole cluster and the real clock. --settle is
+	// set so that other tests' deletions (all younger than an hour) are not
+	// overdue; with a settle window shorter than the record's age it is
+	// overdue instead.
+	kc := testenv.ControlPlane(t).Kubeconfig
+	t.Run("command", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			settle      string
+			wantExit    int
+			wantPending int
+		}{
+			"pending": {settle: "1h", wantExit: exitPending, wantPending: 1},
+			"overdue": {settle: "30s", wantExit: exitFindings},
+		} {
+			t.Run(name, func(t *testing.T) {
+				var out bytes.Buffer
+				err := audit(t.Context(), []string{"--kubeconfig", kc, "--records-namespace", recNS, "--settle", tc.settle, "-o", "json"}, &out)
+				if got := exitCode(err); got != tc.wantExit {
+					t.Fatalf("audit = %v: exit %d, want %d", err, got, tc.wantExit)
+				}
+				var got report
+				if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+					t.Fatalf("decode JSON report: %v\n%s", err, out.String())
+				}
+				if got.Records.Pending != tc.wantPending || got.Records.OwnerGone != 1 {
+					t.Errorf("JSON report: %d pending, %d owner gone; want %d, 1", got.Records.Pending, got.Records.OwnerGone, tc.wantPending)
+				}
+			})
+		}
+	})
+}
+
+// TestExitCode: the statuses --help documents.
+func TestExitCode(t *testing.T) {
+	for name, tc := range map[string]struct {
+		err  error
+		want int
+	}{
+		"success":          {nil, exitOK},
+		"error":            {errors.New("cannot reach the cluster"), exitError},
+		"findings":         {fmt.Errorf(msgFindings, errFindings, "1 overdue"), exitFindings},
+		"pending":          {fmt.Errorf(msgFindings, errPending, "1 pending"), exitPending},
+		"wrapped findings": {fmt.Errorf("audit: %w", fmt.Errorf(msgFindings, errFindings, "x")), exitFindings},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, exitCode(tc.err)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	var out bytes.Buffer
+	if err := audit(t.Context(), []string{"-h"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"exit status:", "0  nothing found", "2  findings to act on", "3  no findings, but pending records"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out.String())
+		}
+	}
 }
 
 func TestAuditClean(t *testing.T) {

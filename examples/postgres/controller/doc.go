@@ -42,9 +42,25 @@
 //   - Database's deletion policy defaults to Retain: a dropped database is
 //     data lost, a retained one is a DROP DATABASE away. Role defaults to
 //     Delete: a role holds no data, and a leaked login is a risk.
-//   - A generated Role password goes into a Secret the Role owns (garbage
-//     collected with it); a password change is applied when login or the
-//     connection limit also changes (the password cannot be observed).
+//   - A generated Role password's source of truth is its Secret, which the
+//     Role controls (garbage collected with it) and the Role controller
+//     watches. A deleted Secret is created again with a new password, which
+//     is applied to PostgreSQL (that is how to rotate); an edited password
+//     is applied; nothing else rotates it, so an unrelated spec edit applies
+//     the Secret's current password. PostgreSQL cannot show a password, so
+//     the Secret carries a mark of the password last applied
+//     (v1alpha1.AppliedPasswordAnnotation, a SHA-256 of the Role's UID and
+//     the password, on the Secret that holds the password anyway), written
+//     only after the ALTER ROLE that set it succeeded; a Secret whose
+//     password does not match its mark is applied again. A Secret of the
+//     generated name that the Role does not control is never read, written
+//     or adopted: PasswordSecretNotOwned, until it is deleted. That the
+//     Secret is gone is asked of the API server before a new password is
+//     generated, never of the cache alone.
+//   - A password from secretKeyRef is the user's Secret: the operator
+//     neither writes nor watches it, so it is applied when the role is
+//     created and whenever login or the connection limit change, not when
+//     that Secret alone is edited.
 //   - Options.Naive switches the guarantees off for comparisons only.
 //
 // # Threat model

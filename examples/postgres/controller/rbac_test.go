@@ -218,6 +218,10 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 		}
 		return sec
 	}
+	ownedSecret := basicAuth("role-password", true)
+	if err := admin.Create(t.Context(), ownedSecret); err != nil {
+		t.Fatal(err)
+	}
 	cases := map[string]struct {
 		do      func(ctx context.Context) error
 		allowed bool
@@ -245,6 +249,12 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 			base = cur.DeepCopy()
 			cur.Finalizers = nil
 			return op.Patch(ctx, &cur, client.MergeFrom(base))
+		}},
+		"mark a Role's Secret's password applied": {allowed: true, do: func(ctx context.Context) error {
+			return markApplied(ctx, op, ownedSecret)
+		}},
+		"mark a user's Secret's password applied": {do: func(ctx context.Context) error {
+			return markApplied(ctx, op, userSecret)
 		}},
 		"update a Secret": {do: func(ctx context.Context) error {
 			var cur corev1.Secret
@@ -286,4 +296,19 @@ func TestOperatorSecretRightsAreNarrow(t *testing.T) {
 	if string(got.Data["password"]) != "s3cret" {
 		t.Errorf("the user's Secret was changed: password %q", got.Data["password"])
 	}
+}
+
+// markApplied patches the applied-password mark onto Secret s, as the Role
+// adapter does once PostgreSQL has the password.
+func markApplied(ctx context.Context, c client.Client, s *corev1.Secret) error {
+	var cur corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+		return err
+	}
+	base := cur.DeepCopy()
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[v1alpha1.AppliedPasswordAnnotation] = "mark"
+	return c.Patch(ctx, &cur, client.MergeFrom(base))
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -66,6 +69,9 @@ type Options struct {
 	// Server elsewhere is refused (ServerNotAllowed) and never dialled.
 	// Empty allows every host.
 	AllowedServers []string
+	// RateLimiter spaces the retries of failed Role and Database
+	// reconciles; nil is lifecycle.DefaultRateLimiter.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// PoolName labels the pool's metrics; "" is "postgres".
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
@@ -171,7 +177,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	setup := func(name string) lifecycle.SetupOptions {
-		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation}
+		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation, RateLimiter: o.RateLimiter}
 		if o.WrapReconciler != nil {
 			so.WrapReconciler = func(r reconcile.Reconciler) reconcile.Reconciler { return o.WrapReconciler(name, r) }
 		}
@@ -180,11 +186,20 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 		return so
 	}
+	// A generated password Secret that is deleted or edited wakes its Role.
+	// The watch is metadata-only: owner references are all it needs, and a
+	// typed one would cache every Secret's data in the cluster.
+	roleSetup := setup(ControllerRole)
+	roleSetup.Extend = func(b *builder.Builder) *builder.Builder {
+		return b.Owns(&corev1.Secret{}, builder.OnlyMetadata)
+	}
 	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
+		// Password Secrets are read live, never through the cache: a
+		// cached read would make the manager hold every Secret's data.
+		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
 		return nil, err
 	}
-	if err := op.Roles.SetupWithManager(mgr, setup(ControllerRole)); err != nil {
+	if err := op.Roles.SetupWithManager(mgr, roleSetup); err != nil {
 		return nil, err
 	}
 	// Data safety: a Database without a policy is retained (the API
