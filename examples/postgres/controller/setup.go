@@ -191,7 +191,9 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	// typed one would cache every Secret's data in the cluster.
 	roleSetup := setup(ControllerRole)
 	roleSetup.Extend = func(b *builder.Builder) *builder.Builder {
-		return b.Owns(&corev1.Secret{}, builder.OnlyMetadata)
+		// Watches with the owner handler rather than Owns, which a harness
+		// that wraps the kind's own watch (no For) cannot use.
+		return b.Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), &v1alpha1.Role{}, handler.OnlyControllerOwner()), builder.OnlyMetadata)
 	}
 	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
 		// Password Secrets are read live, never through the cache: a
