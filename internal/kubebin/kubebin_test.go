@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -64,6 +65,34 @@ func TestStampIsTheCheckoutsStamp(t *testing.T) {
 	}
 	if embedded != checkout {
 		t.Fatalf("stamp from the archive %s, from tools/kube %s", embedded, checkout)
+	}
+}
+
+// Binaries left by another build (an old finale, a hand copy) are not
+// current, whatever their names: Ensure rebuilds them.
+func TestBinariesWithoutOurStampAreNotCurrent(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Spec(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range s.Targets {
+		if err := os.WriteFile(Path(dir, tg.Name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.Stamp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Current(want) {
+		t.Fatal("binaries without a stamp count as current")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stamp"), []byte("a stamp of another build"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s.Current(want) {
+		t.Fatal("binaries with another build's stamp count as current")
 	}
 }
 
