@@ -145,11 +145,13 @@ func listFiles(root string) ([]zip.File, error) {
 		}
 	} else {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				if err == nil && d.Name() == ".git" {
-					return fs.SkipDir
-				}
+			switch {
+			case err != nil:
 				return err
+			case d.IsDir() && d.Name() == ".git":
+				return fs.SkipDir
+			case d.IsDir():
+				return nil
 			}
 			rel, err := filepath.Rel(root, p)
 			names = append(names, filepath.ToSlash(rel))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,6 +27,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard()) // the manager's log is not what this test reads
 	s := testenv.Scheme()
 	utilruntime.Must(AddToScheme(s))
 	testenv.Main(m, testenv.Options{CRDPaths: []string{"config/crd"}, Scheme: s},
