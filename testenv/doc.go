@@ -16,9 +16,9 @@
 //			func(e *testenv.Env) error { env = e; return nil })
 //	}
 //
-// (set controller-runtime's logger, ctrl.SetLogger, before Main, as with
-// envtest: otherwise it warns that none was set), and in a test, a manager
-// that runs until the test ends:
+// Set controller-runtime's logger (ctrl.SetLogger) before Main, as with
+// envtest, or it warns that none was set. In a test, a manager that runs
+// until the test ends:
 //
 //	mgr, _ := manager.New(env.Config, manager.Options{Scheme: env.Scheme})
 //	env.GoFor(t, mgr.Start)
