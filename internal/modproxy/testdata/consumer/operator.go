@@ -10,13 +10,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
+	"github.com/finale-dev/finale/watchdog"
 )
 
 // Finalizer is the cleanup finalizer lifecycle puts on every Key.
@@ -79,10 +79,12 @@ func (a adapter) Connect(ctx context.Context, _ *Key) (lifecycle.Connection[stri
 	return lifecycle.Connection[string]{Key: cm.Data["url"], Parent: &cm}, nil
 }
 
-func (a adapter) Identify(ctx context.Context, s *Service) (ledger.Identity, error) {
-	var id struct{ Deployment, Token string }
-	err := s.call(ctx, http.MethodGet, "/identity", nil, &id)
-	return ledger.Identity{Deployment: id.Deployment, Token: []byte(id.Token)}, err
+// Prove asks the service to answer the ledger's question where it keeps
+// its sentinel token: the operator never reads the token back.
+func (a adapter) Prove(ctx context.Context, s *Service, q ledger.Question) (ledger.Answer, error) {
+	var ans ledger.Answer
+	err := s.call(ctx, http.MethodPost, "/prove", q, &ans)
+	return ans, err
 }
 
 func (a adapter) Observe(ctx context.Context, s *Service, _ *Key, tag string) (lifecycle.Observation, error) {
@@ -103,13 +105,15 @@ func (a adapter) Create(ctx context.Context, s *Service, k *Key, tag string) (st
 
 func (a adapter) Update(context.Context, *Service, *Key, string, string) error { return nil }
 
-func (a adapter) Delete(ctx context.Context, s *Service, _ *Key, id, tag string) error {
+func (a adapter) Delete(ctx context.Context, s *Service, id, tag string) error {
 	return s.call(ctx, http.MethodDelete, "/keys/"+url.PathEscape(id)+"?tag="+url.QueryEscape(tag), nil, nil)
 }
 
-// Setup registers the Key reconciler with mgr. The service's URL and the
-// cleanup records are in namespace, the operator's own.
-func Setup(mgr manager.Manager, namespace string) error {
+// Setup registers the Key reconciler with mgr. The service's URL, the
+// cleanup records and the records' key are in namespace, the operator's
+// own. The connection object lives there too, outside the namespaces of
+// the Keys, so no deletion hold is needed for it.
+func Setup(ctx context.Context, mgr manager.Manager, namespace string) error {
 	pool, err := clientpool.New(clientpool.Options[string, *Service]{
 		Name: "keys",
 		Dial: clientpool.DialFn[string, *Service](func(_ context.Context, u string) (*Service, error) {
@@ -123,14 +127,27 @@ func Setup(mgr manager.Manager, namespace string) error {
 	if err != nil {
 		return err
 	}
+	key, err := ledger.LoadKey(ctx, struct {
+		client.Reader
+		client.Writer
+	}{mgr.GetAPIReader(), mgr.GetClient()}, namespace, "")
+	if err != nil {
+		return err
+	}
+	led, err := ledger.New(store, ledger.Options{Key: key})
+	if err != nil {
+		return err
+	}
 	r, err := lifecycle.New(mgr.GetClient(), func() *Key { return &Key{} }, adapter{mgr.GetClient(), namespace}, pool, lifecycle.Options{
 		Finalizer: Finalizer,
 		Scheme:    mgr.GetScheme(),
-		Ledger:    ledger.New(store, ledger.Options{}),
+		Ledger:    led,
+		Watchdog:  watchdog.New(watchdog.Options{Scheme: mgr.GetScheme()}),
+		Skip:      lifecycle.SkipHold,
 		APIReader: mgr.GetAPIReader(),
 	})
 	if err != nil {
 		return err
 	}
-	return builder.ControllerManagedBy(mgr).For(&Key{}).Complete(r)
+	return r.SetupWithManager(mgr, lifecycle.SetupOptions{})
 }

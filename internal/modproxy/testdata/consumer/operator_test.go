@@ -52,7 +52,7 @@ func TestNamespaceDeletionLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(mgr, system); err != nil {
+	if err := Setup(ctx, mgr, system); err != nil {
 		t.Fatal(err)
 	}
 	env.GoFor(t, mgr.Start)
@@ -106,16 +106,36 @@ func wait(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 // keyService is the key service the operator manages, on loopback.
 type keyService struct {
 	*httptest.Server
-	mu   sync.Mutex // guards keys and next
-	keys map[string]key
-	next int
+	mu        sync.Mutex // guards keys, next and sentinels
+	keys      map[string]key
+	next      int
+	sentinels map[string]ledger.Enrollment // by operator key ID
 }
 
 func newKeyService(t *testing.T) *keyService {
-	s := &keyService{keys: map[string]key{}}
+	s := &keyService{keys: map[string]key{}, sentinels: map[string]ledger.Enrollment{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /identity", func(w http.ResponseWriter, _ *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]string{"deployment": "ci", "token": "0123456789abcdef"})
+	// The proof is computed here, where the sentinel's token is kept.
+	mux.HandleFunc("POST /prove", func(w http.ResponseWriter, r *http.Request) {
+		var q ledger.Question
+		if err := json.NewDecoder(r.Body).Decode(&q); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.sentinels[q.KeyID]; !ok && q.Enroll != nil {
+			s.sentinels[q.KeyID] = *q.Enroll
+		}
+		sent := s.sentinels[q.KeyID]
+		a := ledger.Answer{Deployment: "ci", Salt: sent.Salt}
+		for _, k := range s.keys {
+			if q.Tag != "" && k.Tag == q.Tag {
+				a.Tagged = append(a.Tagged, k.ID)
+			}
+		}
+		a.Response = ledger.Respond(sent.Token, q, a.Deployment, a.Salt, a.Tagged)
+		_ = json.NewEncoder(w).Encode(a)
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
