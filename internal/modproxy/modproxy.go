@@ -41,14 +41,18 @@ func Publish(dir, root string) (module.Version, error) {
 	if err != nil {
 		return module.Version{}, err
 	}
-	// The zip's file names carry the version, and the version is made from
-	// the content: zip once under a placeholder to hash, then for real.
-	draft, err := zipOf(module.Version{Path: path, Version: module.ZeroPseudoVersion("v0")}, files)
-	if err != nil {
-		return module.Version{}, err
+	// The version is made from the content (the zip's file names carry the
+	// version, so the zip itself cannot be what is hashed).
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f.(file).path)
+		if err != nil {
+			return module.Version{}, fmt.Errorf("modproxy: %w", err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f.Path(), len(b))
+		h.Write(b)
 	}
-	sum := sha256.Sum256(draft)
-	mv := module.Version{Path: path, Version: module.PseudoVersion("v0", "", versionTime, hex.EncodeToString(sum[:])[:12])}
+	mv := module.Version{Path: path, Version: module.PseudoVersion("v0", "", versionTime, hex.EncodeToString(h.Sum(nil))[:12])}
 	body, err := zipOf(mv, files)
 	if err != nil {
 		return module.Version{}, err
