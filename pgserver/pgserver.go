@@ -67,6 +67,7 @@ type Server struct {
 	// Version is the server's version string.
 	Version string
 
+	bin  string // the server binaries' directory, for Copy
 	dir  string
 	log  string
 	cmd  *exec.Cmd
@@ -90,7 +91,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
-	s = &Server{Host: "127.0.0.1", dir: dir, log: filepath.Join(dir, "postgres.log")}
+	s = &Server{Host: "127.0.0.1", bin: bin, dir: dir, log: filepath.Join(dir, "postgres.log")}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
