@@ -26,6 +26,15 @@
 //     deleted. Guarded (capture.Releaser): the results are persisted before the
 //     Pods go. Naive (the timer): the resumed owner concludes "Error: pod
 //     deleted".
+//   - temporal-poisoned-client (G1 on the seed's own stack): the Temporal
+//     example operator (examples/temporal) with the real SDK against a real
+//     Temporal server (Env.Temporal, or one started for the run). Its cached
+//     client is stalled through an HTTP/2-aware proxy (PINGs answered, calls
+//     never) and a WorkerDeployment is deleted. Guarded: the first
+//     timed-out call evicts and the deletion finishes, the server-side
+//     deployment gone. Naive (temporal-worker-controller v1.7's pool): still
+//     stuck after ten minutes on the operator's clock, CleanupBlocked; once
+//     the run strips its finalizer the server-side deployment is left behind.
 //
 // # Invariants
 //
