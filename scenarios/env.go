@@ -344,17 +344,8 @@ func (w *world) waitReady(ctx context.Context, timeout time.Duration, objs ...cl
 
 // conditionsOf says where an object that is not Ready stands.
 func conditionsOf(o client.Object) string {
-	var cs []metav1.Condition
-	switch o := o.(type) {
-	case *v1alpha1.Role:
-		cs = o.Status.Conditions
-	case *v1alpha1.Database:
-		cs = o.Status.Conditions
-	case *v1alpha1.Server:
-		cs = o.Status.Conditions
-	}
 	var parts []string
-	for _, c := range cs {
+	for _, c := range statusConditions(o) {
 		parts = append(parts, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
 	if len(parts) == 0 {
@@ -363,17 +354,20 @@ func conditionsOf(o client.Object) string {
 	return strings.Join(parts, "; ")
 }
 
-func ready(o client.Object) bool {
-	var cs []metav1.Condition
+func statusConditions(o client.Object) []metav1.Condition {
 	switch o := o.(type) {
 	case *v1alpha1.Role:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	case *v1alpha1.Database:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	case *v1alpha1.Server:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	}
-	for _, c := range cs {
+	return nil
+}
+
+func ready(o client.Object) bool {
+	for _, c := range statusConditions(o) {
 		if c.Type == v1alpha1.ConditionReady {
 			return c.Status == metav1.ConditionTrue && c.ObservedGeneration >= o.GetGeneration()
 		}
