@@ -1,0 +1,2 @@
+// Package model model-checks finale's deletion protocol.
+package model
