@@ -135,7 +135,13 @@ func Suite(full bool) []Case {
 		{Name: "current-edited-record", Doc: "issue 13.3: the sweeper acts on an edited record and deletes a live owner's resource",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{Forge: true} }), Expect: "no-wrong-delete: the sweeper deleted a live"},
 		{Name: "current-retain", Doc: "issue 12.1: the sweeper deletes a Retain resource whose finalizer an admin removed",
-			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{}; c.Retain = 1; c.ByHand = true; c.Admin = true }), Expect: "no-wrong-delete: a Retain"},
+			G2: with(func(c *G2Config) {
+				c.Rules = current
+				c.Faults = Faults{}
+				c.Retain = 1
+				c.ByHand = true
+				c.Admin = true
+			}), Expect: "no-wrong-delete: a Retain"},
 		{Name: "current-two-step", Doc: "issue 12.10: a resource made before its tag is never found by cleanup",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{Fail: true}; c.TwoStep = true }), Expect: "no-leak"},
 		{Name: "current-copy", Doc: "issue 13.1: the sweeper cleans up through a tenant's copy of the deployment and drops the record",
