@@ -127,7 +127,8 @@ func (t *Trace) Format(w io.Writer) {
 		if s.Fault {
 			mark = "!"
 		}
-		fmt.Fprintf(w, "  %3d%s %-14s %s\n        %s\n", i+1, mark, s.Actor, s.Action, s.State)
+		head := strings.TrimRight(fmt.Sprintf("  %3d%s %-14s %s", i+1, mark, s.Actor, s.Action), " ")
+		fmt.Fprintf(w, "%s\n        %s\n", head, s.State)
 	}
 	if t.Loop == len(t.Steps) && t.Loop > 0 {
 		fmt.Fprintln(w, "  -- and nothing can happen any more (every fair actor is done).")
