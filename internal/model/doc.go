@@ -119,6 +119,18 @@
 //     finish its deletion. Proposed: SecretHeldBeforeCreate, the live check
 //     before a create requires the Secret's hold too.
 //
+// # Limits
+//
+// A reconciler runs whenever a step of it would change something: the model
+// assumes the watches that wake it (a missing watch, as issue 15's Secret
+// that woke nothing, is outside it). One deployment, one resource per
+// dependent, one record per dependent; a copy of the deployment proves the
+// same identity and holds nothing the sweeper deletes. Leader election and
+// fencing (two replicas, a paused leader) are not modelled: the settle
+// window is assumed longer than any create attempt, which a paused process
+// can break. Within those sizes the exploration is exhaustive; beyond them
+// the randomized walks sample.
+//
 // # Changing it
 //
 // A change in hold or capture reaches the model by itself (tables.go,
