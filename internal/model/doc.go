@@ -70,9 +70,12 @@
 // objects built for each abstract input the model meets, and Held and
 // ShouldReleaseWithoutDelete on a parent built for it, memoized. The rest
 // is imperative order, mirrored step by step from lifecycle, ledger and
-// sweep, with each rule being changed a switch in Rules: Target is the
-// protocol the lead is landing (issues 12 and 13), Current the code before
-// it, Proposed Target plus what this model found missing.
+// sweep, with each rule that changed or may change a switch in Rules:
+// Target is main's protocol since records v2 (issues 12 and 13), Current
+// the code before it, Proposed Target plus what this model found missing.
+// Not modelled from records v2: adoption across UIDs and namesakes (no
+// object is re-created under its name here), and the signature and
+// challenge behind "authenticated" and "proves" (a boolean each).
 //
 // # Properties
 //

@@ -843,12 +843,14 @@ func (m *G2System) holdParent(s G2, p int, emit func(Step, G2)) {
 			}
 			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldSecret, p)}, t)
 		case ans.PFin != s.P[p].V.fin():
+			arg := p
 			if ans.PFin {
 				t.P[p].addFin()
+				arg |= 0x100
 			} else {
 				t.P[p].rmFin()
 			}
-			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldParent, p)}, t)
+			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldParent, arg)}, t)
 		default:
 			return
 		}
@@ -880,7 +882,11 @@ func (m *G2System) holdSecret(s G2, p int, emit func(Step, G2)) {
 			} else {
 				t.S[p].rmFin()
 			}
-			emit(Step{Actor: a, Fault: stale, Code: code(a, kSecretFin, p)}, t)
+			arg := p
+			if want {
+				arg |= 0x100
+			}
+			emit(Step{Actor: a, Fault: stale, Code: code(a, kSecretFin, arg)}, t)
 		})
 	}
 }
@@ -1245,15 +1251,21 @@ func (m *G2System) Label(st Step) string {
 	case kRemoveRecord:
 		return "ledger: removes the record"
 	case kHoldSecret:
-		return fmt.Sprintf("sets the hold on S%d", arg) + stale
+		return fmt.Sprintf("adds the hold on S%d (the Secret before the parent)", arg) + stale
 	case kHoldParent:
-		return fmt.Sprintf("changes the hold on P%d", arg) + stale
+		if arg&0x100 != 0 {
+			return fmt.Sprintf("adds the hold on P%d", arg&0xff) + stale
+		}
+		return fmt.Sprintf("removes the hold from P%d: no dependent still needs it", arg&0xff) + stale
 	case kHoldParentAdd:
 		return fmt.Sprintf("adds the hold on P%d (after its Secret)", arg)
 	case kHoldConflict:
 		return fmt.Sprintf("P%d changed meanwhile: conflict", arg)
 	case kSecretFin:
-		return fmt.Sprintf("Secret reconciler changes the hold on S%d", arg) + stale
+		if arg&0x100 != 0 {
+			return fmt.Sprintf("Secret reconciler adds the hold on S%d", arg&0xff) + stale
+		}
+		return fmt.Sprintf("Secret reconciler removes the hold from S%d: no parent needs it", arg&0xff) + stale
 	case kSweepStart:
 		return fmt.Sprintf("D%d's record: owner gone, settled; cleans up through %s", arg&0xff, viaNames[arg>>8]) + stale
 	case kSweepForgetStart:

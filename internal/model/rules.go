@@ -64,7 +64,10 @@ type Rules struct {
 	CaptureRule bool
 }
 
-// Target is the protocol the lead is landing: every rule on.
+// Target is main's protocol since records v2 (issues 12 and 13): every
+// rule on. (main's FinishWithoutRecord also requires that the object was
+// never Ready: a Ready object whose record was lost out of band is cleaned
+// up by its tag. The model loses no record out of band, so the two agree.)
 func Target() Rules {
 	return Rules{
 		Record: true, Hold: true, LiveHoldBeforeCreate: true, TryDeleteAfterHold: true,
@@ -83,8 +86,8 @@ func Proposed() Rules {
 	return r
 }
 
-// Current is what the code on main did when this model was written: the
-// rules of issues 12 and 13 not yet in.
+// Current is the code before issues 12 and 13 (main at d730dc1): their
+// rules off.
 func Current() Rules {
 	r := Target()
 	r.LiveHoldBeforeCreate = false
