@@ -15,9 +15,9 @@ func TestTablesAreHolds(t *testing.T) {
 	}{
 		"alive parent with a dependent: held, Secret first": {vAlive, vAlive, false, []version{vAlive}, holdAnswer{PFin: true, SFin: true}},
 		"alive parent without dependents: never held":       {vAliveFin, vAliveFin, false, []version{vGone}, holdAnswer{PFin: false, SFin: true}},
-		"deleting, a dependent still cleaning up: held":      {vDeleting, vAliveFin, false, []version{vDeleting}, holdAnswer{PFin: true, SFin: true}},
-		"deleting, the dependent without its finalizer":      {vDeleting, vAliveFin, false, []version{vAlive}, holdAnswer{PFin: false, SFin: true}},
-		"deleting, hold timed out: released":                 {vDeleting, vAliveFin, true, []version{vDeleting}, holdAnswer{PFin: false, SFin: true}},
+		"deleting, a dependent still cleaning up: held":     {vDeleting, vAliveFin, false, []version{vDeleting}, holdAnswer{PFin: true, SFin: true}},
+		"deleting, the dependent without its finalizer":     {vDeleting, vAliveFin, false, []version{vAlive}, holdAnswer{PFin: false, SFin: true}},
+		"deleting, hold timed out: released":                {vDeleting, vAliveFin, true, []version{vDeleting}, holdAnswer{PFin: false, SFin: true}},
 	} {
 		if got := h.Parent(tc.p, tc.s, tc.timedOut, tc.deps); got != tc.want {
 			t.Errorf("%s: parent reconciler leaves %+v, want %+v", name, got, tc.want)
