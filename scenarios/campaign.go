@@ -372,6 +372,12 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 	if err != nil {
 		return err
 	}
+	if len(vs) > 0 {
+		left := w.leftovers(ctx, ns)
+		for i := range vs {
+			vs[i].Detail += "; left: " + left
+		}
+	}
 	r.add(vs...)
 	if len(vs) > 0 {
 		return w.release(ctx, ns)

@@ -132,11 +132,10 @@ const (
 	actCrash
 	actForge
 	actSweep
-	actDep     // + i
-	actHoldP   = actDep + MaxDeps
-	actHoldS   = actHoldP + MaxParents
-	actCount   = actHoldS + MaxParents
-	actUnknown = 255
+	actDep   // + i
+	actHoldP = actDep + MaxDeps
+	actHoldS = actHoldP + MaxParents
+	actCount = actHoldS + MaxParents
 )
 
 // Step kinds (the middle byte of Step.Code).
@@ -893,7 +892,6 @@ func (m *G2System) holdSecret(s G2, p int, emit func(Step, G2)) {
 
 // sweeper is sweep.Sweeper's pass, one record at a time.
 func (m *G2System) sweeper(s G2, emit func(Step, G2)) {
-	r := m.cfg.Rules
 	a := actSweep
 	ok := func(kind, arg int, t G2, fault bool) { emit(Step{Actor: a, Fault: fault, Code: code(a, kind, arg)}, t) }
 	idle := s
@@ -970,7 +968,6 @@ func (m *G2System) sweeper(s G2, emit func(Step, G2)) {
 			ok(kLost, arg, t, true)
 		}
 	}
-	_ = r
 }
 
 // sweepStart picks a record and decides it as sweep's pass does: owner
@@ -1066,12 +1063,11 @@ func (m *G2System) Safety(s G2) []string {
 // Obligation bits: 0..MaxParents-1 parents, then Secrets, then dependents
 // deleting; then orphans; then records of gone owners.
 const (
-	obParent  = 0
-	obSecret  = obParent + MaxParents
-	obDep     = obSecret + MaxParents
-	obOrphan  = obDep + MaxDeps
-	obRecord  = obOrphan + MaxDeps
-	obTopBits = obRecord + MaxDeps
+	obParent = 0
+	obSecret = obParent + MaxParents
+	obDep    = obSecret + MaxParents
+	obOrphan = obDep + MaxDeps
+	obRecord = obOrphan + MaxDeps
 )
 
 // Pending: every deletion finishes (a held parent's and Secret's once

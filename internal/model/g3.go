@@ -340,8 +340,10 @@ func (m *G3System) Actor(a uint8) string {
 		return "clock"
 	case a < g3Release:
 		return fmt.Sprintf("W%d controller", a-g3Owner)
+	case a < g3Count:
+		return fmt.Sprintf("C%d release", a-g3Release)
 	}
-	return fmt.Sprintf("C%d release", a-g3Release)
+	return "?"
 }
 
 // Label describes a step.
