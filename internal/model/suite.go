@@ -122,7 +122,7 @@ func Suite(full bool) []Case {
 		// The naive variants break it.
 		{Name: "naive-no-record", Doc: "no record before the create: a hold that times out leaves a resource nobody knows of",
 			G2: with(func(c *G2Config) { c.Rules = noRecord; c.Faults = Faults{} }), Expect: "no-leak"},
-		{Name: "naive-no-hold", Doc: "no hold: the namespace controller deletes the parent first and the dependent can no longer delete",
+		{Name: "naive-no-hold", Doc: "no hold: the parent goes first (its namespace or a user deletes it) and the dependent can no longer delete",
 			G2: with(func(c *G2Config) { c.Rules = noHold; c.Faults = Faults{} }), Expect: "orphaned", Liveness: true},
 		{Name: "naive-capture-timer", Doc: "capture released on a timer (upstream Argo): a finished Pod goes before its lagging owner recorded it",
 			G3: &G3Config{Owners: 1, Children: 1, Rules: naiveCapture}, Expect: "no-lost-result"},
