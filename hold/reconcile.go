@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -284,7 +285,12 @@ func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
 	return true
 }
 
+// event emits an Event and logs it: a hold's transitions happen while the
+// parent's namespace is terminating, which refuses new Events, so the log
+// is where they are sure to be seen.
 func (h *Hold) event(obj client.Object, typ, reason, action, note string, args ...interface{}) {
+	logf.Log.WithName("hold").Info(fmt.Sprintf(note, args...), "reason", reason, "kind", kindName(h.cfg.Scheme, obj),
+		"namespace", obj.GetNamespace(), "name", obj.GetName())
 	if h.cfg.Recorder != nil {
 		h.cfg.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,9 @@ type Options struct {
 	// went without its delete (the hold ended first); zero is sweep's
 	// default.
 	SweepSettle, SweepInterval time.Duration
+	// SweepClockSkew is the clock difference tolerated between replicas,
+	// added to the settle window; zero is sweep's default.
+	SweepClockSkew time.Duration
 	// SweepServers are Servers, besides those in the records namespace,
 	// that the sweeper may use for any record whose deployment they prove
 	// (an admin's choice; a record's own Server is always tried first).
@@ -58,6 +62,9 @@ type Options struct {
 	CallTimeout time.Duration
 	// Workers per kind; zero is 4.
 	Workers int
+	// RateLimiter spaces the retries of failed Role and Database
+	// reconciles; nil is lifecycle.DefaultRateLimiter.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// PoolName labels the pool's metrics; "" is "postgres".
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
@@ -159,7 +166,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	setup := func(name string) lifecycle.SetupOptions {
-		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation}
+		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation, RateLimiter: o.RateLimiter}
 		if o.WrapReconciler != nil {
 			so.WrapReconciler = func(r reconcile.Reconciler) reconcile.Reconciler { return o.WrapReconciler(name, r) }
 		}
@@ -197,7 +204,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		op.Sweeper, err = sweep.New(sweep.Options{
 			Ledger: op.Ledger, Owners: mgr.GetClient(), Live: mgr.GetAPIReader(),
 			Targets:  sweep.ByKind{"Role": roles, "Database": dbs},
-			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, Interval: o.SweepInterval, Classifier: classifier,
+			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval, Classifier: classifier,
 		})
 		if err != nil {
 			return nil, err
