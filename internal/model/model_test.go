@@ -5,10 +5,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"pgregory.net/rapid"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/internal/model"
 )
+
+// hold logs what it events; the model's tables run it thousands of times.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	m.Run()
+}
 
 // The CI-sized suite: the protocol (the target rules and the model's two
 // proposals) holds every invariant in every state and every fair run once

@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/finale-dev/finale/internal/model"
 )
 
@@ -24,6 +27,8 @@ func main() {
 	maxStates := flag.Int("max-states", 20_000_000, "stop a case at this many states")
 	progress := flag.Bool("progress", false, "report progress every million states")
 	flag.Parse()
+	// hold logs what it events; the tables run it thousands of times.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
