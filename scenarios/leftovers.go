@@ -17,10 +17,42 @@ import (
 // condition, so that a deletion that did not finish names what held it.
 func (w *world) leftovers(ctx context.Context, ns string) string {
 	var parts []string
+	var cached client.Client
+	if w.apiB != nil {
+		cached, _ = client.New(w.cacheFront.To().Config, client.Options{Scheme: w.scheme})
+	}
+	w.mu.Lock()
+	run := w.run
+	w.mu.Unlock()
 	add := func(kind string, o client.Object, conds []metav1.Condition) {
 		s := fmt.Sprintf("%s %s finalizers %q", kind, o.GetName(), o.GetFinalizers())
+		if run != nil {
+			c := o.DeepCopyObject().(client.Object)
+			err := run.Cache.Get(ctx, client.ObjectKeyFromObject(o), c)
+			switch {
+			case err != nil:
+				s += fmt.Sprintf(" (the operator's cache: %v)", err)
+			case c.GetResourceVersion() != o.GetResourceVersion():
+				s += fmt.Sprintf(" (the operator's cache has version %s, the object is at %s)", c.GetResourceVersion(), o.GetResourceVersion())
+			}
+		}
+		if cached != nil {
+			// What the operator's cache's apiserver serves from its own
+			// cache, against the object as it is.
+			c := o.DeepCopyObject().(client.Object)
+			err := cached.Get(ctx, client.ObjectKeyFromObject(o), c, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
+			switch {
+			case err != nil:
+				s += fmt.Sprintf(" (the cache's apiserver: %v)", err)
+			case c.GetResourceVersion() != o.GetResourceVersion():
+				s += fmt.Sprintf(" (the cache's apiserver serves version %s, the object is at %s)", c.GetResourceVersion(), o.GetResourceVersion())
+			}
+		}
 		for _, c := range conds {
-			if c.Type == v1alpha1.ConditionSynced || c.Type == v1alpha1.ConditionReady {
+			switch {
+			case c.Type == v1alpha1.ConditionSynced && c.Status != metav1.ConditionTrue:
+				s += fmt.Sprintf(" %s=%s/%s (%s)", c.Type, c.Status, c.Reason, c.Message)
+			case c.Type == v1alpha1.ConditionSynced || c.Type == v1alpha1.ConditionReady:
 				s += fmt.Sprintf(" %s=%s/%s", c.Type, c.Status, c.Reason)
 			}
 		}
