@@ -114,8 +114,11 @@ func (cp *ControlPlane) AddAPIServer(ctx context.Context) (*APIServer, error) {
 		}
 	}
 	u, err := url.Parse(etcdURL)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("controlplane: the first apiserver's etcd URL %q: %v", etcdURL, err)
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: the first apiserver's etcd URL %q: %w", etcdURL, err)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("controlplane: the first apiserver's etcd URL %q has no host", etcdURL)
 	}
 	link, err := faultinject.NewLagProxy(u.Host)
 	if err != nil {

@@ -35,6 +35,6 @@ func ExampleControlPlane_AddAPIServer() {
 	if err != nil {
 		panic(err)
 	}
-	var _ client.Client = mgr.GetClient() // reads from the lagging cache, writes to the first apiserver
-	fmt.Println(len(cp.APIServers()), "apiservers")
+	var c client.Reader = mgr.GetClient() // reads from the lagging cache; writes go to the first apiserver
+	fmt.Println(len(cp.APIServers()), "apiservers", c != nil)
 }

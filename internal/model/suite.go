@@ -89,8 +89,6 @@ func Check(ctx context.Context, c Case, maxStates int, progress io.Writer) Outco
 	return o
 }
 
-func g2(cfg G2Config) *G2Config { return &cfg }
-
 // Suite returns the cases: with full, the larger worlds too (make model);
 // without, a CI-sized set that still covers every rule and every naive
 // variant.

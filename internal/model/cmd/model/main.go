@@ -21,7 +21,9 @@ import (
 	"github.com/finale-dev/finale/internal/model"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	ci := flag.Bool("ci", false, "only the CI-sized cases (what make test checks)")
 	only := flag.String("only", "", "only the cases whose name contains this")
 	maxStates := flag.Int("max-states", 20_000_000, "stop a case at this many states")
@@ -63,6 +65,7 @@ func main() {
 	}
 	fmt.Printf("\n== %d cases, %d states in all, %s; %d not as expected\n", len(outs), states, time.Since(t0).Round(time.Millisecond), failed)
 	if failed > 0 || ctx.Err() != nil {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
