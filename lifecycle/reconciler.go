@@ -651,8 +651,14 @@ func (r *Reconciler[O, K, C]) skipStale(obj O) bool {
 	return false
 }
 
-// supersede remembers that a write replaced obj's version rv.
+// supersede remembers that a write replaced obj's version rv. A write that
+// made no new version (an empty patch) replaced nothing: remembering it
+// would skip every later reconcile of an object no watch event will bring
+// again.
 func (r *Reconciler[O, K, C]) supersede(obj client.Object, rv string) {
+	if obj.GetResourceVersion() == rv {
+		return
+	}
 	var rvs []string
 	if v, ok := r.superseded.Load(obj.GetUID()); ok {
 		rvs = v.([]string)
