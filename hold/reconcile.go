@@ -102,7 +102,17 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 			return true // no parent to wake
 		}
 		p := newObject(h.cfg.Parent)
-		return r.Get(ctx, k, p) == nil && !deleting(p) && hasFinalizer(p, h.cfg.Finalizer)
+		if r.Get(ctx, k, p) != nil || deleting(p) || !hasFinalizer(p, h.cfg.Finalizer) {
+			return false
+		}
+		// A held parent whose Secret lost its hold is not settled: the
+		// parent's pass puts it back.
+		name := h.cfg.SecretName(p)
+		if name == "" {
+			return true
+		}
+		s := secretMeta()
+		return r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: name}, s) == nil && hasFinalizer(s, h.cfg.Finalizer)
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -247,11 +257,17 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 }
 
 // holdSecret puts the finalizer on parent's Secret before the parent's
-// own, so that a parent seen as held always has a held Secret.
+// own, so that a parent seen as held always has a held Secret. The Secret
+// is read live when the hold has a live reader: a cached copy that still
+// shows a hold the Secret reconciler has just taken off would make this a
+// no-op and leave a held parent with an unheld Secret.
 func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer, parent client.Object) error {
 	name := h.cfg.SecretName(parent)
 	if name == "" {
 		return nil
+	}
+	if h.cfg.Live != nil {
+		r = h.cfg.Live
 	}
 	s := secretMeta()
 	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, s); err != nil {

@@ -71,8 +71,8 @@
 // ShouldReleaseWithoutDelete on a parent built for it, memoized. The rest
 // is imperative order, mirrored step by step from lifecycle, ledger and
 // sweep, with each rule that changed or may change a switch in Rules:
-// Target is main's protocol since records v2 (issues 12 and 13), Current
-// the code before it, Proposed Target plus what this model found missing.
+// Target is main's protocol (records v2, issues 12 and 13, and the two
+// rules this model found missing), Current the code before issues 12 and 13.
 // Not modelled from records v2: adoption across UIDs and namesakes (no
 // object is re-created under its name here), and the signature and
 // challenge behind "authenticated" and "proves" (a boolean each).
@@ -107,20 +107,23 @@
 // in Current (edited records, Retain swept, a two-step create's half-made
 // resource, a copy of the deployment, the sweeper's cache, an object that
 // created nothing waiting for ever, a release after the hold without
-// trying), two gaps in Target, with their counterexamples in `make model`:
+// trying), and two gaps it found in records v2, now rules of Target, each
+// shown by Target without its rule, with their counterexamples in `make model`:
 //
 //   - finding-hold-from-cache: the hold removes its finalizer from a
 //     deleting parent when its cached count of dependents is zero; a cache
 //     behind a dependent's cleanup finalizer (rebuilt after a restart from
 //     a lagging apiserver) strands a dependent that has a resource to
 //     delete, and only an admin sweep connection can still clean it up.
-//     Proposed: LiveBeforeRelease, a live count before a hold comes off.
+//     Fixed by LiveBeforeRelease: a live count before a hold comes off
+//     (hold.Config.Live).
 //   - finding-secret-unheld: hold's Secret reconciler can take the Secret's
 //     hold off between the parent reconciler's Secret write and its parent
 //     write, so a parent that Held reports usable can have an unheld
 //     Secret; a dependent created then, whose Secret is deleted, can never
-//     finish its deletion. Proposed: SecretHeldBeforeCreate, the live check
-//     before a create requires the Secret's hold too.
+//     finish its deletion. Fixed by SecretHeldBeforeCreate: the live check
+//     before a create requires the Secret's hold too (lifecycle's
+//     confirmLive, hold.SecretHeld).
 //
 // # Limits
 //

@@ -50,11 +50,11 @@ type Rules struct {
 	SweepSettle bool
 	// LiveBeforeRelease: the hold removes its finalizer from a parent or a
 	// Secret only when a live read of the dependents agrees with the
-	// cached one (proposed by this model: a hold released from a lagging
+	// cached one (found by this model: a hold released from a lagging
 	// cache strands a dependent that still has its cleanup to do).
 	LiveBeforeRelease bool
 	// SecretHeldBeforeCreate: the live check before a create also requires
-	// the hold on the parent's Secret (proposed by this model: hold's
+	// the hold on the parent's Secret (found by this model: hold's
 	// Secret reconciler can take the Secret's hold off between the parent
 	// reconciler's two writes, Secret then parent, so a held parent does
 	// not imply a held Secret).
@@ -73,17 +73,8 @@ func Target() Rules {
 		Record: true, Hold: true, LiveHoldBeforeCreate: true, TryDeleteAfterHold: true,
 		FinishWithoutRecord: true, RecordPendingName: true, DeleteChecksTag: true,
 		SweepLiveOwner: true, SweepScoped: true, SweepAuthenticated: true, SweepKeepsRetain: true,
-		SweepSettle: true, CaptureRule: true,
+		SweepSettle: true, CaptureRule: true, LiveBeforeRelease: true, SecretHeldBeforeCreate: true,
 	}
-}
-
-// Proposed is Target with what this model adds: LiveBeforeRelease and
-// SecretHeldBeforeCreate.
-func Proposed() Rules {
-	r := Target()
-	r.LiveBeforeRelease = true
-	r.SecretHeldBeforeCreate = true
-	return r
 }
 
 // Current is the code before issues 12 and 13 (main at d730dc1): their
@@ -98,6 +89,8 @@ func Current() Rules {
 	r.SweepScoped = false
 	r.SweepAuthenticated = false
 	r.SweepKeepsRetain = false
+	r.LiveBeforeRelease = false
+	r.SecretHeldBeforeCreate = false
 	return r
 }
 
