@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -31,7 +32,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	testenv.Main(m, testenv.Options{CRDs: crds, Scheme: Scheme()},
+	// testenv's scheme knows CustomResourceDefinitions, which it installs.
+	s := testenv.Scheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	testenv.Main(m, testenv.Options{CRDs: crds, Scheme: s},
 		func(e *testenv.Env) error { env = e; return nil })
 }
 
