@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,21 +66,38 @@ func start(t *testing.T, o controller.Options) *world {
 	t.Helper()
 	w := &world{t: t, c: env.Client, sys: testenv.Namespace(t, env.Client), dir: t.TempDir(), ids: t.TempDir()}
 	w.svc = w.serve("", w.dir, w.ids)
+	w.run(o)
+	return w
+}
+
+// run starts an operator with its records in w.sys and returns what stops
+// it (also called when the test ends, before the control plane stops).
+func (w *world) run(o controller.Options) (stop func()) {
+	w.t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
 	o.RecordsNamespace = w.sys
 	o.SkipNameValidation = true
-	if _, err := controller.Setup(t.Context(), mgr, o); err != nil {
-		t.Fatal(err)
+	if _, err := controller.Setup(w.t.Context(), mgr, o); err != nil {
+		w.t.Fatal(err)
 	}
-	env.GoFor(t, mgr.Start)
-	return w
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			w.t.Errorf("manager: %v", err)
+		}
+	})
+	w.t.Cleanup(stop)
+	return stop
 }
 
 // serve starts the key service on addr ("" is a free port) with the given
@@ -333,4 +351,54 @@ func TestSweeperFinishesWhatTheHoldGaveUp(t *testing.T) {
 		recs, err := w.records(ctx)
 		return len(recs) == 0 && len(w.svc.Keys()) == 0, err
 	})
+}
+
+// An APIKey restored from a backup (a new UID, the annotation naming the
+// old one) after its predecessor went without its cleanup adopts the
+// predecessor's key: the key is retagged to the new owner (Retag), the
+// record moves, and nothing is created twice.
+func TestRestoreAdoptsTheKey(t *testing.T) {
+	w := &world{t: t, c: env.Client, sys: testenv.Namespace(t, env.Client), dir: t.TempDir(), ids: t.TempDir()}
+	w.svc = w.serve("", w.dir, w.ids)
+	stop := w.run(controller.Options{})
+	ns := w.tenant()
+	k := apiKey(ns, "k", "read")
+	w.create(k)
+	w.ready(k)
+	oldUID := k.UID
+	backup := apiKey(ns, "k", "read")
+	backup.Annotations = map[string]string{lifecycle.AnnotationUID: k.Annotations[lifecycle.AnnotationUID]}
+	if backup.Annotations[lifecycle.AnnotationUID] != string(oldUID) {
+		t.Fatalf("the APIKey's %s annotation is %q, want its UID %s", lifecycle.AnnotationUID, backup.Annotations[lifecycle.AnnotationUID], oldUID)
+	}
+
+	// The disaster: the operator is down and the APIKey goes without its
+	// cleanup (its finalizer removed by hand).
+	stop()
+	k.Finalizers = nil
+	if err := w.c.Update(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	if err := controlplane.DeleteAndWait(t.Context(), w.c, k, wait); err != nil {
+		t.Fatal(err)
+	}
+
+	w.create(backup)
+	w.run(controller.Options{})
+	w.ready(backup)
+	keys := w.svc.Keys()
+	if len(keys) != 1 || keys[0].Tag != ledger.Tag(ledger.Owner{Kind: "APIKey", UID: backup.UID}) {
+		t.Fatalf("after the restore the service holds %v; want the one key, tagged for the new UID %s", keys, backup.UID)
+	}
+	recs, err := w.records(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{string(backup.UID)}, recs); diff != "" {
+		t.Errorf("records after the restore (-want +got):\n%s", diff)
+	}
+	if err := controlplane.DeleteAndWait(t.Context(), w.c, backup, wait); err != nil {
+		t.Fatal(err)
+	}
+	w.noLeaks()
 }
