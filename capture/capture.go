@@ -38,6 +38,7 @@ const (
 	EventReasonPending       = "CapturePending"
 	EventReasonPersisted     = "ResultPersisted"
 	EventReasonPersistFailed = "ResultPersistFailed"
+	EventReasonResultNotKept = "ResultNotKept"
 
 	EventActionCapture = "Capture"
 
@@ -50,6 +51,12 @@ const (
 // still reports the child's result as missing: the two adapters disagree
 // about where the result lives. The finalizer stays.
 var ErrNotRecordedAfterPersist = errors.New("capture: ResultWriter.Persist did not make ResultReader.Recorded true for the child; fix the adapters so they agree on where results live")
+
+// ErrResultNotKept means the owner's status write succeeded but the object
+// it returned does not hold the child's result: the owner's schema prunes
+// the field, or an admission webhook strips it. Writing again cannot help,
+// so the pass ends, the finalizer stays and the reconciler backs off.
+var ErrResultNotKept = errors.New("capture: the owner accepted the status write but the object it returned does not hold the child's result (its CRD schema prunes the field, or a webhook strips it); the finalizer stays: declare the results field in the owner's schema")
 
 // ResultReader reports whether the owner has recorded the result of the child
 // with the given UID. It must look only at owner (no I/O).
