@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/finale-dev/finale/errclass"
 )
 
 // DefaultFinalizer is the capture finalizer used when Options.Finalizer is
@@ -28,10 +31,17 @@ const DefaultFinalizer = "capture.finale.dev/result"
 // reported as overdue, when Options.PendingThreshold is zero.
 const DefaultPendingThreshold = 5 * time.Minute
 
-// DefaultMaxPersistAttempts bounds the conflict retries inside one Release
-// call; past it Release returns an error and the caller (the reconciler)
-// tries again later with the finalizer still held, so nothing is dropped.
+// DefaultMaxPersistAttempts bounds the passes inside one Release call (each
+// pass is one decision and at most one write; only conflicts start another);
+// past it Release returns an error and the caller (the reconciler) tries
+// again later with backoff and the finalizer still held, so nothing is
+// dropped.
 const DefaultMaxPersistAttempts = 30
+
+// DefaultReleaseTimeout bounds one Release call, API calls included, when
+// Options.ReleaseTimeout is zero: a hung apiserver call ends the pass with
+// an error (retried with backoff) instead of holding a worker.
+const DefaultReleaseTimeout = time.Minute
 
 // Event reasons and messages. Messages are format strings.
 const (
@@ -44,13 +54,19 @@ const (
 
 	MessagePending       = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
 	MessagePersisted     = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
-	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed; the finalizer stays: %v"
+	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s); the finalizer stays"
+	MessageResultNotKept = "owner %s/%s accepted the result of child %s (UID %s), but the object it returned does not hold it: its schema prunes the field or a webhook strips it; the finalizer stays and the write is retried with backoff"
 )
 
 // ErrNotRecordedAfterPersist means the ResultWriter ran but the ResultReader
 // still reports the child's result as missing: the two adapters disagree
 // about where the result lives. The finalizer stays.
 var ErrNotRecordedAfterPersist = errors.New("capture: ResultWriter.Persist did not make ResultReader.Recorded true for the child; fix the adapters so they agree on where results live")
+
+// ErrPassesExhausted means one Release call made Options.MaxPersistAttempts
+// passes, each ended by a conflict, without a verdict. The finalizer stays;
+// the reconciler retries with backoff.
+var ErrPassesExhausted = errors.New("capture: no verdict within the pass bound (every pass conflicted); the finalizer stays and the release is retried with backoff")
 
 // ErrResultNotKept means the owner's status write succeeded but the object
 // it returned does not hold the child's result: the owner's schema prunes
@@ -69,6 +85,22 @@ type ResultReaderFn[O client.Object] func(owner O, child types.UID) bool
 
 // Recorded calls f.
 func (f ResultReaderFn[O]) Recorded(owner O, child types.UID) bool { return f(owner, child) }
+
+// ChildResultReader is a ResultReader for owners that record results under
+// something the child carries other than its UID (Argo's Workflow keys its
+// nodes by the Pod's node-id annotation). It must look only at owner and
+// child (no I/O).
+type ChildResultReader[O client.Object] interface {
+	RecordedChild(owner O, child client.Object) bool
+}
+
+// ChildResultReaderFn adapts a function to ChildResultReader.
+type ChildResultReaderFn[O client.Object] func(owner O, child client.Object) bool
+
+// RecordedChild calls f.
+func (f ChildResultReaderFn[O]) RecordedChild(owner O, child client.Object) bool {
+	return f(owner, child)
+}
 
 // ResultWriter puts the child's result into owner's status, keyed by the
 // child's UID, in memory. The Releaser writes it through the status
@@ -130,8 +162,8 @@ type Writer interface {
 	client.StatusClient
 }
 
-// Options configure a Releaser. Name, OwnerKind, NewOwner, Results and Writer
-// are required.
+// Options configure a Releaser. Name, OwnerKind and NewOwner are required;
+// exactly one of Results and ChildResults; and Writer, unless OwnerPersists.
 type Options[O client.Object] struct {
 	// Name names the release controller and labels its metrics.
 	Name string
@@ -145,10 +177,19 @@ type Options[O client.Object] struct {
 	NewChild func() client.Object
 	// NewChildList returns an empty list of children; a PodList when nil.
 	NewChildList func() client.ObjectList
-	// Results reads whether the owner recorded a child's result.
+	// Results reads whether the owner recorded a child's result, by the
+	// child's UID.
 	Results ResultReader[O]
+	// ChildResults, instead of Results, reads it from the whole child.
+	ChildResults ChildResultReader[O]
 	// Writer writes a child's result into the owner.
 	Writer ResultWriter[O]
+	// OwnerPersists: the owner's own controller is the only writer of
+	// results (it owns a status this process must not write); the release
+	// path never persists, and a terminal child being deleted whose result
+	// the active owner has not recorded is held (ReasonAwaitingOwner) until
+	// the owner records it or no longer needs it. Writer must be nil.
+	OwnerPersists bool
 	// Completion says the owner is finished or cancelled; never when nil.
 	Completion Completion[O]
 	// ChildState says a child is terminal; PodTerminal when nil.
@@ -167,6 +208,9 @@ type Options[O client.Object] struct {
 	MaxPersistAttempts int
 	// MaxConcurrentReconciles of the release controller; 1 when zero.
 	MaxConcurrentReconciles int
+	// ReleaseTimeout bounds one Release call; DefaultReleaseTimeout when
+	// zero.
+	ReleaseTimeout time.Duration
 }
 
 // Stats are counts since the Releaser was made, for tests and reports.
@@ -179,6 +223,9 @@ type Stats struct {
 	Conflicts int
 	// Errors returned by Release (each retried by the reconciler).
 	Errors int
+	// NotKept: status writes that succeeded but returned the owner without
+	// the result (ErrResultNotKept).
+	NotKept int
 }
 
 // Releaser owns a capture finalizer: it decides, with Rule, whether a child
@@ -202,7 +249,7 @@ type Releaser[O client.Object] struct {
 	// byUs: children whose result this process persisted and that it has
 	// not released yet, so that their release counts as Persisted even when
 	// the write was batched with a sibling's. Guarded by mu.
-	byUs map[types.NamespacedName]types.UID
+	byUs map[types.NamespacedName]ours
 	// releasedFrom: the resourceVersion each child had when this process
 	// removed its finalizer, to recognise a stale cached copy and not patch
 	// it again. Dropped when the child is gone or seen at another version.
@@ -229,14 +276,20 @@ func New[O client.Object](live client.Reader, w Writer, opts Options[O]) (*Relea
 		return nil, errors.New("capture: Options.OwnerKind is required (the group and kind of the owner references to follow)")
 	case opts.NewOwner == nil:
 		return nil, errors.New("capture: Options.NewOwner is required (it returns an empty owner object)")
-	case opts.Results == nil:
-		return nil, errors.New("capture: Options.Results is required (how to tell the owner recorded a child's result)")
-	case opts.Writer == nil:
-		return nil, errors.New("capture: Options.Writer is required (how to put a child's result into the owner)")
+	case opts.Results == nil && opts.ChildResults == nil:
+		return nil, errors.New("capture: Options.Results or Options.ChildResults is required (how to tell the owner recorded a child's result)")
+	case opts.Results != nil && opts.ChildResults != nil:
+		return nil, errors.New("capture: set one of Options.Results and Options.ChildResults, not both")
+	case opts.Writer == nil && !opts.OwnerPersists:
+		return nil, errors.New("capture: Options.Writer is required (how to put a child's result into the owner), unless Options.OwnerPersists says the owner alone writes results")
+	case opts.Writer != nil && opts.OwnerPersists:
+		return nil, errors.New("capture: Options.OwnerPersists says the release path never persists, but Options.Writer is set; choose one")
 	case live == nil || w == nil:
 		return nil, errors.New("capture: a live reader and a writer are required")
 	case opts.PendingThreshold < 0:
 		return nil, fmt.Errorf("capture: Options.PendingThreshold is %s; it must be positive (or zero for the default)", opts.PendingThreshold)
+	case opts.ReleaseTimeout < 0:
+		return nil, fmt.Errorf("capture: Options.ReleaseTimeout is %s; it must be positive (or zero for the default)", opts.ReleaseTimeout)
 	}
 	if opts.Finalizer == "" {
 		opts.Finalizer = DefaultFinalizer
@@ -262,13 +315,16 @@ func New[O client.Object](live client.Reader, w Writer, opts Options[O]) (*Relea
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 1
 	}
+	if opts.ReleaseTimeout == 0 {
+		opts.ReleaseTimeout = DefaultReleaseTimeout
+	}
 	return &Releaser[O]{
 		opts:         opts,
 		live:         live,
 		cache:        live,
 		w:            w,
 		pending:      map[types.NamespacedName]pendingEntry{},
-		byUs:         map[types.NamespacedName]types.UID{},
+		byUs:         map[types.NamespacedName]ours{},
 		releasedFrom: map[types.NamespacedName]releasedEntry{},
 		stats:        Stats{Releases: map[Reason]int{}},
 	}, nil
@@ -323,48 +379,89 @@ func ownerRef(child client.Object, kind schema.GroupKind) *metav1.OwnerReference
 }
 
 // Decide gathers the facts about child and its owner (the owner read live)
-// and applies Rule. The owner is returned when it was found.
+// and applies Rule. The owner is returned when it was found. With
+// Options.OwnerPersists, a Persist verdict is a Hold (ReasonAwaitingOwner).
 func (r *Releaser[O]) Decide(ctx context.Context, child client.Object) (Decision, O, error) {
 	f, owner, err := r.facts(ctx, child)
 	if err != nil {
 		return Decision{}, owner, err
 	}
-	return Rule(f), owner, nil
+	return r.verdict(f), owner, nil
+}
+
+func (r *Releaser[O]) verdict(f Facts) Decision {
+	d := Rule(f)
+	if d.Action == Persist && r.opts.OwnerPersists {
+		return Decision{Action: Hold, Reason: ReasonAwaitingOwner}
+	}
+	return d
 }
 
 func (r *Releaser[O]) facts(ctx context.Context, child client.Object) (Facts, O, error) {
 	var zero O
+	ref := ownerRef(child, r.opts.OwnerKind)
+	if ref == nil {
+		return r.factsOf(child, zero, false), zero, nil
+	}
+	owner := r.opts.NewOwner()
+	err := r.live.Get(ctx, client.ObjectKey{Namespace: child.GetNamespace(), Name: ref.Name}, owner)
+	if apierrors.IsNotFound(err) {
+		return r.factsOf(child, zero, false), zero, nil
+	}
+	if err != nil {
+		return Facts{}, zero, fmt.Errorf("capture: read owner %s %s/%s of child %s: %w", r.opts.OwnerKind.Kind, child.GetNamespace(), ref.Name, child.GetName(), err)
+	}
+	return r.factsOf(child, owner, true), owner, nil
+}
+
+// factsOf is the facts about child given its owner as read (found false:
+// not found). It does no I/O.
+func (r *Releaser[O]) factsOf(child client.Object, owner O, found bool) Facts {
 	f := Facts{
 		ChildTerminal: r.opts.ChildState.Terminal(child),
 		ChildDeleting: child.GetDeletionTimestamp() != nil,
 	}
 	ref := ownerRef(child, r.opts.OwnerKind)
 	if ref == nil {
-		return f, zero, nil
+		return f
 	}
 	f.HasOwnerRef = true
-	owner := r.opts.NewOwner()
-	err := r.live.Get(ctx, client.ObjectKey{Namespace: child.GetNamespace(), Name: ref.Name}, owner)
-	if apierrors.IsNotFound(err) {
-		return f, zero, nil
-	}
-	if err != nil {
-		return f, zero, fmt.Errorf("capture: read owner %s %s/%s of child %s: %w", r.opts.OwnerKind.Kind, child.GetNamespace(), ref.Name, child.GetName(), err)
+	if !found {
+		return f
 	}
 	f.OwnerFound = true
 	f.OwnerUIDMatches = owner.GetUID() == ref.UID
 	f.OwnerDeleting = owner.GetDeletionTimestamp() != nil
 	f.OwnerFinished = r.opts.Completion != nil && r.opts.Completion.Finished(owner)
-	f.Recorded = r.opts.Results.Recorded(owner, child.GetUID())
-	return f, owner, nil
+	f.Recorded = r.recorded(owner, child)
+	return f
+}
+
+func (r *Releaser[O]) recorded(owner O, child client.Object) bool {
+	if r.opts.ChildResults != nil {
+		return r.opts.ChildResults.RecordedChild(owner, child)
+	}
+	return r.opts.Results.Recorded(owner, child.GetUID())
 }
 
 // Release is the one release path: it decides with Rule; on Release it
 // removes the finalizer; on Persist it writes the child's result to the
-// owner's status (conflicts retried on a fresh owner) and only then removes
-// the finalizer; on Hold it changes nothing. A child without the finalizer
-// gets the zero Decision. child is updated in place.
+// owner's status (conflicts retried on a fresh owner), checks the result on
+// the object the write returned, and only then removes the finalizer; on
+// Hold it changes nothing. A child without the finalizer gets the zero
+// Decision. child is updated in place.
+//
+// Every call is bounded: at most Options.MaxPersistAttempts passes (only a
+// conflict starts another), at most one owner write per pass, and
+// Options.ReleaseTimeout in all. A write the apiserver accepted but whose
+// returned object lacks the result (a schema that prunes it, a webhook that
+// strips it) ends the call with ErrResultNotKept, a Warning Event and
+// finale_capture_results_not_kept_total: writing it again at once cannot
+// help, so the reconciler backs off, and its worker is free for other
+// children.
 func (r *Releaser[O]) Release(ctx context.Context, child client.Object) (Decision, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ReleaseTimeout)
+	defer cancel()
 	d, err := r.release(ctx, child)
 	if err != nil {
 		r.mu.Lock()
@@ -376,16 +473,30 @@ func (r *Releaser[O]) Release(ctx context.Context, child client.Object) (Decisio
 
 func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decision, error) {
 	fin := r.opts.Finalizer
-	for attempt := 1; ; attempt++ {
+	var (
+		d Decision
+		// written is the owner as this call's own status write returned
+		// it: the next pass decides on it, not on a fresh read, so what
+		// the apiserver kept is what counts.
+		written *O
+		last    error
+	)
+	for attempt := 1; attempt <= r.opts.MaxPersistAttempts; attempt++ {
 		if !controllerutil.ContainsFinalizer(child, fin) {
 			return Decision{}, nil
 		}
-		d, owner, err := r.Decide(ctx, child)
-		if err != nil {
-			return d, err
+		var owner O
+		if written != nil {
+			owner, written = *written, nil
+			d = r.verdict(r.factsOf(child, owner, true))
+		} else {
+			var err error
+			if d, owner, err = r.Decide(ctx, child); err != nil {
+				return d, err
+			}
 		}
 		r.mu.Lock()
-		if r.byUs[client.ObjectKeyFromObject(child)] == child.GetUID() && d.Action == Release && d.Reason == ReasonRecorded {
+		if o := r.byUs[client.ObjectKeyFromObject(child)]; o.uid == child.GetUID() && (o.done || o.inFlight > 0) && d.Action == Release && d.Reason == ReasonRecorded {
 			// This process's write is what made it recorded.
 			d.Reason = ReasonPersisted
 		}
@@ -395,7 +506,8 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 			return d, nil
 		case Release:
 			removed, err := r.removeFinalizer(ctx, child)
-			if apierrors.IsConflict(err) && attempt < r.opts.MaxPersistAttempts {
+			if apierrors.IsConflict(err) {
+				last = err
 				if err := r.refetch(ctx, child); err != nil {
 					return d, err
 				}
@@ -414,36 +526,41 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 		case Persist:
 			persisted, err := r.persist(ctx, owner, child)
 			if apierrors.IsConflict(err) {
+				last = err
 				r.mu.Lock()
 				r.stats.Conflicts++
 				r.mu.Unlock()
 				conflictsTotal.WithLabelValues(r.opts.Name).Inc()
-				if attempt >= r.opts.MaxPersistAttempts {
-					return d, fmt.Errorf("capture: persisting result of child %s/%s: still conflicting after %d attempts, will retry: %w", child.GetNamespace(), child.GetName(), attempt, err)
-				}
 				if err := backoff(ctx, attempt); err != nil {
 					return d, err
 				}
 				continue
 			}
+			if errors.Is(err, ErrResultNotKept) {
+				r.mu.Lock()
+				r.stats.NotKept++
+				r.mu.Unlock()
+				notKeptTotal.WithLabelValues(r.opts.Name).Inc()
+				r.event(child, corev1.EventTypeWarning, EventReasonResultNotKept, MessageResultNotKept, owner.GetNamespace(), owner.GetName(), child.GetName(), child.GetUID())
+				return d, err
+			}
 			if err != nil {
-				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), err)
+				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), errclass.Of(ctx, err))
 				return d, err
 			}
 			r.mu.Lock()
-			for _, c := range persisted {
-				r.byUs[client.ObjectKeyFromObject(c)] = c.GetUID()
-			}
 			r.stats.Persisted += len(persisted)
 			r.mu.Unlock()
 			persistedTotal.WithLabelValues(r.opts.Name).Add(float64(len(persisted)))
 			for _, c := range persisted {
 				r.event(c, corev1.EventTypeNormal, EventReasonPersisted, MessagePersisted, c.GetName(), c.GetUID(), owner.GetNamespace(), owner.GetName())
 			}
-			// Loop: the next pass sees the result recorded, with the same
-			// rule as everyone else, and releases.
+			// The next pass decides on the owner as the write returned it,
+			// with the same rule as everyone else, and releases.
+			written = &owner
 		}
 	}
+	return d, fmt.Errorf("capture: child %s/%s: %w (last: %w)", child.GetNamespace(), child.GetName(), ErrPassesExhausted, last)
 }
 
 // persist writes child's result into owner's status, together with the
@@ -456,14 +573,74 @@ func (r *Releaser[O]) persist(ctx context.Context, owner O, child client.Object)
 	if err := r.opts.Writer.Persist(owner, child); err != nil {
 		return nil, fmt.Errorf("capture: ResultWriter for child %s/%s: %w", child.GetNamespace(), child.GetName(), err)
 	}
-	if !r.opts.Results.Recorded(owner, child.GetUID()) {
+	if !r.recorded(owner, child) {
 		return nil, ErrNotRecordedAfterPersist
 	}
-	persisted := append([]client.Object{child}, r.persistSiblings(ctx, owner, child)...)
+	batch := append([]client.Object{child}, r.persistSiblings(ctx, owner, child)...)
+	// Marked in flight before the write: a sibling's own pass may see the
+	// write (and release it) before this call returns, and its release must
+	// count as Persisted.
+	r.markOurs(batch, nil)
+	// The Update decodes the stored object into owner: what is checked
+	// below is what the apiserver kept, not what was sent.
 	if err := r.w.Status().Update(ctx, owner); err != nil {
+		r.markOurs(nil, batch)
 		return nil, fmt.Errorf("capture: update status of owner %s/%s with the result of child %s: %w", owner.GetNamespace(), owner.GetName(), child.GetName(), err)
 	}
+	var persisted []client.Object
+	for _, c := range batch {
+		// A sibling whose result was not kept either is left to its own
+		// pass, which reports it.
+		if r.recorded(owner, c) {
+			persisted = append(persisted, c)
+		}
+	}
+	r.markOurs(nil, batch, persisted...)
+	if !r.recorded(owner, child) {
+		return nil, fmt.Errorf("capture: owner %s/%s, child %s: %w", owner.GetNamespace(), owner.GetName(), child.GetName(), ErrResultNotKept)
+	}
 	return persisted, nil
+}
+
+// ours is what this process knows about its own persists of one child's
+// result: writes in flight, and whether one of them was kept.
+type ours struct {
+	uid      types.UID
+	inFlight int
+	done     bool
+}
+
+// markOurs starts in-flight persists of start, ends those of end, and marks
+// kept (a subset of end) as done. Concurrent passes batch the same child;
+// one failing must not forget another's success.
+func (r *Releaser[O]) markOurs(start, end []client.Object, kept ...client.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range start {
+		key := client.ObjectKeyFromObject(c)
+		o := r.byUs[key]
+		if o.uid != c.GetUID() {
+			o = ours{uid: c.GetUID()}
+		}
+		o.inFlight++
+		r.byUs[key] = o
+	}
+	for _, c := range end {
+		key := client.ObjectKeyFromObject(c)
+		o, ok := r.byUs[key]
+		if !ok || o.uid != c.GetUID() {
+			continue
+		}
+		o.inFlight--
+		if slices.ContainsFunc(kept, func(k client.Object) bool { return k.GetUID() == c.GetUID() }) {
+			o.done = true
+		}
+		if o.inFlight <= 0 && !o.done {
+			delete(r.byUs, key)
+			continue
+		}
+		r.byUs[key] = o
+	}
 }
 
 // persistSiblings adds, in memory, the results of the owner's other children
@@ -482,14 +659,14 @@ func (r *Releaser[O]) persistSiblings(ctx context.Context, owner O, child client
 		sib, ok := obj.(client.Object)
 		if !ok || sib.GetUID() == child.GetUID() || sib.GetDeletionTimestamp() == nil ||
 			!controllerutil.ContainsFinalizer(sib, r.opts.Finalizer) || !r.opts.ChildState.Terminal(sib) ||
-			r.opts.Results.Recorded(owner, sib.GetUID()) {
+			r.recorded(owner, sib) {
 			return nil
 		}
 		if ref := ownerRef(sib, r.opts.OwnerKind); ref == nil || ref.UID != owner.GetUID() {
 			return nil
 		}
 		trial := owner.DeepCopyObject().(O)
-		if err := r.opts.Writer.Persist(trial, sib); err != nil || !r.opts.Results.Recorded(trial, sib.GetUID()) {
+		if err := r.opts.Writer.Persist(trial, sib); err != nil || !r.recorded(trial, sib) {
 			return nil
 		}
 		if err := r.opts.Writer.Persist(owner, sib); err != nil {
