@@ -26,6 +26,11 @@
 //     deleted. Guarded (capture.Releaser): the results are persisted before the
 //     Pods go. Naive (the timer): the resumed owner concludes "Error: pod
 //     deleted".
+//   - argo-status-capture (G3 on the seed's own stack): the report's
+//     sequence on the stock Argo Workflows controller v4.1.4 (internal/argo
+//     plays kubelet and executor). Guarded (the guard of examples/argo):
+//     the node is Succeeded with its output and the Pod goes after. Naive
+//     (the stock controller alone): "Error: pod deleted".
 //
 // # Invariants
 //
