@@ -179,8 +179,11 @@ type Hold struct {
 	cfg        Config
 	dependents []dependentKind
 
-	mu     sync.Mutex                    // guards active
+	mu     sync.Mutex                    // guards active and setUp
 	active map[types.NamespacedName]bool // parents currently held while deleting
+	// setUp is set once SetupWithManager registered the controllers: every
+	// dependent kind's reconciler calls it, the first one does the work.
+	setUp bool
 }
 
 type dependentKind struct {
@@ -244,6 +247,32 @@ func New(cfg Config) (*Hold, error) {
 	}
 	return h, nil
 }
+
+// CleanupFinalizer is the cleanup finalizer this Hold waits for on
+// dependents of obj's kind; false when obj's kind is not a dependent.
+func (h *Hold) CleanupFinalizer(obj client.Object) (string, bool) {
+	d, err := h.kindOf(obj)
+	if err != nil {
+		return "", false
+	}
+	return d.CleanupFinalizer, true
+}
+
+// Parent returns a new empty object of the parent kind.
+func (h *Hold) Parent() client.Object { return newObject(h.cfg.Parent) }
+
+// ParentName returns the name of the parent dep references ("" for none);
+// false when dep's kind is not a dependent.
+func (h *Hold) ParentName(dep client.Object) (string, bool) {
+	d, err := h.kindOf(dep)
+	if err != nil {
+		return "", false
+	}
+	return d.ParentName(dep), true
+}
+
+// SecretName returns the name of parent's credential Secret, "" for none.
+func (h *Hold) SecretName(parent client.Object) string { return h.cfg.SecretName(parent) }
 
 // Finalizer is the hold finalizer this Hold puts on parents and Secrets.
 func (h *Hold) Finalizer() string { return h.cfg.Finalizer }

@@ -176,7 +176,6 @@ func startOperator(t testing.TB, opts operatorOptions) *operator {
 	cp := testenv.ControlPlane(t)
 	installCRDs(t, testenv.Client(t, testenv.Scheme()))
 	ensureRecordsNamespace(t, testenv.Client(t, testenv.Scheme()))
-	ensureSentinel(t)
 	mgr, err := ctrl.NewManager(cp.Config, manager.Options{
 		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -207,7 +206,7 @@ func startOperator(t testing.TB, opts operatorOptions) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr := &roleReconciler{c: mgr.GetClient(), hold: h, ledger: ledger.New(store, ledger.Options{Clock: opts.clock})}
+	rr := &roleReconciler{c: mgr.GetClient(), hold: h, ledger: newLedger(t, store, opts.clock)}
 	err = ctrl.NewControllerManagedBy(mgr).Named("holdtest-role").For(newRole()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(rr)
 	if err != nil {
@@ -327,7 +326,7 @@ func (r *roleReconciler) create(ctx context.Context, server, role client.Object,
 	defer conn.Close(context.WithoutCancel(ctx))
 	owner := ledger.Owner{APIVersion: roleGVK.GroupVersion().String(), Kind: roleGVK.Kind,
 		Namespace: role.GetNamespace(), Name: role.GetName(), UID: role.GetUID()}
-	_, err = r.ledger.Create(ctx, owner, newTarget(conn), func(ctx context.Context, tag string) ([]string, error) {
+	_, err = r.ledger.Create(ctx, ledger.Plan{Owner: owner}, newTarget(conn), func(ctx context.Context, tag string) ([]string, error) {
 		if _, err := conn.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,13 @@ import (
 // changes). Reads go through the manager's cache, writes through its
 // client. A nil Recorder becomes mgr.GetEventRecorder("finale-hold").
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
+	h.mu.Lock()
+	done := h.setUp
+	h.setUp = true
+	h.mu.Unlock()
+	if done {
+		return nil
+	}
 	if err := h.Index(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

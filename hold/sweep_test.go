@@ -27,7 +27,7 @@ func newRoleList() *unstructured.UnstructuredList {
 func sweepThrough(t *testing.T, c client.Client, clk *clocktesting.FakeClock, server client.Object) sweep.Report {
 	t.Helper()
 	ctx := t.Context()
-	clk.Step(sweep.DefaultSettle + 1)
+	clk.Step(sweep.DefaultSettle + sweep.DefaultMaxClockSkew + 1)
 	var conns []*pgx.Conn
 	defer func() {
 		for _, c := range conns {
@@ -35,15 +35,16 @@ func sweepThrough(t *testing.T, c client.Client, clk *clocktesting.FakeClock, se
 		}
 	}()
 	s, err := sweep.New(sweep.Options{
-		Store:  recordStore(t, c),
+		Ledger: newLedger(t, recordStore(t, c), clk),
 		Owners: c,
-		Targets: sweep.TargetsFn(func(ctx context.Context) ([]ledger.Target, error) {
+		Live:   c,
+		Targets: sweep.TargetsFn(func(ctx context.Context, _ *ledger.Record) ([]sweep.Candidate, error) {
 			conn, err := connect(ctx, c, server)
 			if err != nil {
 				return nil, err
 			}
 			conns = append(conns, conn)
-			return []ledger.Target{newTarget(conn)}, nil
+			return []sweep.Candidate{{Name: "server " + server.GetName(), Target: newTarget(conn)}}, nil
 		}),
 		Clock: clk,
 	})

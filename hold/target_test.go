@@ -2,8 +2,7 @@ package hold_test
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
+	"errors"
 	"sync"
 	"testing"
 
@@ -11,15 +10,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
 )
 
 // pgTarget is a ledger.Target over one PostgreSQL connection: the
-// deployment is proven by a sentinel row (deployment ID and a random
-// token) created once in the server, roles are found by the ownership tag
-// in their comment, and deleted by exact name.
+// deployment is proven by the reference operator's sentinel query, roles
+// are found by the ownership tag in their comment, and deleted by exact
+// name while they carry the tag.
 // A pgx.Conn serves one query at a time and the sweeper works on several
 // records at once, so calls are serialized by mu.
 type pgTarget struct {
@@ -31,15 +32,30 @@ func newTarget(conn *pgx.Conn) pgTarget { return pgTarget{conn: conn, mu: &sync.
 
 var _ ledger.Target = pgTarget{}
 
-func (p pgTarget) Identify(ctx context.Context) (ledger.Identity, error) {
+// sentinel: the roles of these tests carry their tag as the first word of
+// their comment (the namespace follows, for the tests' own queries).
+var sentinel = catalog.Sentinel{
+	Table:      "finale_holdtest_sentinel",
+	Deployment: catalog.SystemIdentifier,
+	Tagged:     `SELECT rolname::text FROM pg_roles WHERE split_part(shobj_description(oid, 'pg_authid'), ' ', 1) = $3`,
+}
+
+// holdKey is the operator key of these tests' ledgers and sweepers.
+var holdKey = ledger.GenerateKey()
+
+func newLedger(t testing.TB, store ledger.Store, clk clock.PassiveClock) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.New(store, ledger.Options{Key: holdKey, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (p pgTarget) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var id ledger.Identity
-	err := p.conn.QueryRow(ctx, "SELECT deployment, token FROM finale_holdtest_sentinel WHERE id = 1").Scan(&id.Deployment, &id.Token)
-	if err != nil {
-		return ledger.Identity{}, fmt.Errorf("read the deployment sentinel: %w", err)
-	}
-	return id, nil
+	return catalog.Prove(ctx, p.conn, sentinel, q)
 }
 
 func (p pgTarget) FindByTag(ctx context.Context, tag string) ([]string, error) {
@@ -52,41 +68,20 @@ func (p pgTarget) FindByTag(ctx context.Context, tag string) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-func (p pgTarget) Delete(ctx context.Context, id string) error {
+// Delete drops role id while it carries tag.
+func (p pgTarget) Delete(ctx context.Context, id, tag string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, err := p.conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{id}.Sanitize())
-	return err
-}
-
-var (
-	sentinelOnce sync.Once
-	sentinelErr  error
-)
-
-// ensureSentinel creates the deployment sentinel once per PostgreSQL: what
-// an operator does on first contact with a server.
-func ensureSentinel(t testing.TB) {
-	t.Helper()
-	sentinelOnce.Do(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, admin(t).DSN())
-		if err != nil {
-			sentinelErr = err
-			return
-		}
-		defer conn.Close(ctx)
-		token := make([]byte, 32)
-		_, _ = rand.Read(token)
-		_, sentinelErr = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS finale_holdtest_sentinel
-			(id int PRIMARY KEY CHECK (id = 1), deployment text NOT NULL, token bytea NOT NULL)`)
-		if sentinelErr == nil {
-			_, sentinelErr = conn.Exec(ctx, "INSERT INTO finale_holdtest_sentinel VALUES (1, gen_random_uuid()::text, $1) ON CONFLICT DO NOTHING", token)
-		}
-	})
-	if sentinelErr != nil {
-		t.Fatalf("deployment sentinel: %v", sentinelErr)
+	var got string
+	err := p.conn.QueryRow(ctx, "SELECT split_part(coalesce(shobj_description(oid, 'pg_authid'), ''), ' ', 1) FROM pg_roles WHERE rolname = $1", id).Scan(&got)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && got != tag) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	_, err = p.conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{id}.Sanitize())
+	return err
 }
 
 // recordsNamespace is the operator's own namespace, where the ledger keeps

@@ -23,10 +23,10 @@ import (
 const (
 	// NamePrefix starts every record ConfigMap's name; the owner UID follows.
 	NamePrefix = "finale-cleanup-"
-	// LabelRecord marks record ConfigMaps (value LabelRecordValue); List
-	// selects on it.
+	// LabelRecord marks record ConfigMaps (value LabelRecordValue, the
+	// layout); List selects on it, whatever its value.
 	LabelRecord      = "finale.dev/cleanup-record"
-	LabelRecordValue = "v1"
+	LabelRecordValue = "v2"
 	// LabelKind holds the owner's lower-case kind.
 	LabelKind = "finale.dev/kind"
 	// LabelDeployment holds DeploymentLabel(deployment).
@@ -46,7 +46,10 @@ const (
 	keyName         = "ownerName"
 	keyUID          = "ownerUID"
 	keyDeployment   = "deployment"
-	keyProof        = "deploymentProof"
+	keySalt         = "deploymentSalt"
+	keyPolicy       = "deletionPolicy"
+	keyVia          = "connection"
+	keyMAC          = "mac"
 	keyTag          = "tag"
 	keyExternalIDs  = "externalIDs"
 	keyCreatedAt    = "createdAt"
@@ -181,7 +184,9 @@ func (s *ConfigMapStore) Delete(ctx context.Context, r *Record) error {
 // in Page.Invalid.
 func (s *ConfigMapStore) List(ctx context.Context, limit int64, cont string) (Page, error) {
 	var l corev1.ConfigMapList
-	err := s.c.List(ctx, &l, client.InNamespace(s.namespace), client.MatchingLabels{LabelRecord: LabelRecordValue},
+	// Any value of the label: a record of an older layout must show up as
+	// invalid, not vanish from every report.
+	err := s.c.List(ctx, &l, client.InNamespace(s.namespace), client.HasLabels{LabelRecord},
 		client.Limit(limit), client.Continue(cont))
 	if err != nil {
 		return Page{}, fmt.Errorf("ledger: list records in %s: %w", s.namespace, err)
@@ -207,6 +212,11 @@ func (s *ConfigMapStore) encode(r *Record) *corev1.ConfigMap {
 	if r.ExternalIDs == nil {
 		ids = []byte("[]")
 	}
+	via := ""
+	if r.Via != nil {
+		b, _ := json.Marshal(r.Via) // a struct of strings always marshals
+		via = string(b)
+	}
 	kind := strings.ToLower(r.Owner.Kind)
 	if len(kind) > maxLabelValue {
 		kind = kind[:maxLabelValue]
@@ -230,7 +240,10 @@ func (s *ConfigMapStore) encode(r *Record) *corev1.ConfigMap {
 			keyName:        r.Owner.Name,
 			keyUID:         string(r.Owner.UID),
 			keyDeployment:  r.Deployment,
-			keyProof:       r.Proof,
+			keySalt:        r.Salt,
+			keyPolicy:      string(r.Policy),
+			keyVia:         via,
+			keyMAC:         r.MAC,
 			keyTag:         r.Tag,
 			keyExternalIDs: string(ids),
 			keyCreatedAt:   r.CreatedAt.UTC().Format(timeLayout),
@@ -249,7 +262,9 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 			Name: d[keyName], UID: types.UID(d[keyUID]),
 		},
 		Deployment: d[keyDeployment],
-		Proof:      d[keyProof],
+		Salt:       d[keySalt],
+		Policy:     Policy(d[keyPolicy]),
+		MAC:        d[keyMAC],
 		Tag:        d[keyTag],
 		Version:    cm.ResourceVersion,
 		Source:     reference(cm),
@@ -261,6 +276,12 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 	}
 	if err := json.Unmarshal([]byte(d[keyExternalIDs]), &r.ExternalIDs); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", keyExternalIDs, err))
+	}
+	if v := d[keyVia]; v != "" {
+		r.Via = &ConnectionRef{}
+		if err := json.Unmarshal([]byte(v), r.Via); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", keyVia, err))
+		}
 	}
 	if r.CreatedAt, err = time.Parse(timeLayout, d[keyCreatedAt]); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", keyCreatedAt, err))

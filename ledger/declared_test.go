@@ -105,15 +105,15 @@ func TestCreateDeclared(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			store := &countingStore{Store: e.store}
 			clk := e.clock
-			l := ledger.New(store, ledger.Options{Clock: clk})
+			l := e.ledger(t, store)
 			owner := ownerIn(t, e.c, e.users, "declared-"+string(rune('a'+i)))
 			start := clk.Now()
 			if tc.existing {
 				first := l
 				if tc.restarted {
-					first = ledger.New(store, ledger.Options{Clock: clk})
+					first = e.ledger(t, store)
 				}
-				if _, err := first.Create(t.Context(), owner, tg, func(context.Context, string) ([]string, error) {
+				if _, err := first.Create(t.Context(), e.plan(owner), tg, func(context.Context, string) ([]string, error) {
 					return nil, errors.New("the first attempt failed")
 				}); err == nil {
 					t.Fatal("first attempt did not fail")
@@ -127,14 +127,14 @@ func TestCreateDeclared(t *testing.T) {
 			}
 			store.reset()
 			var before *ledger.Record
-			rec, err := l.CreateDeclared(t.Context(), owner, tg, []string{declared}, func(ctx context.Context, tag string) ([]string, error) {
+			rec, err := l.Create(t.Context(), ledger.Plan{Owner: owner, Declared: []string{declared}}, tg, func(ctx context.Context, tag string) ([]string, error) {
 				r, err := e.store.Get(ctx, owner.UID) // the uncounted store
 				if err != nil {
 					return nil, err
 				}
 				before = r
 				if tc.during != nil {
-					tc.during(t, ledger.New(e.store, ledger.Options{Clock: clk}), owner)
+					tc.during(t, e.ledger(t, e.store), owner)
 				}
 				return []string{returned}, tg.CreateRole(ctx, returned, tag)
 			})
@@ -171,16 +171,15 @@ func TestCreateDeclared(t *testing.T) {
 	}
 }
 
-// TestCreateDeclaredRefusesEmptyIDs: no record, no create, and an error that
-// says what to use instead.
+// TestCreateDeclaredRefusesEmptyIDs: no record, no create, and an error.
 func TestCreateDeclaredRefusesEmptyIDs(t *testing.T) {
 	e := newEnv(t)
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	owner := ownerIn(t, e.c, e.users, "declared-empty")
-	for name, declared := range map[string][]string{"none": nil, "empty ID": {""}} {
+	for name, declared := range map[string][]string{"empty ID": {""}, "one empty of two": {"a", ""}} {
 		t.Run(name, func(t *testing.T) {
 			var created atomic.Int32
-			_, err := e.l.CreateDeclared(t.Context(), owner, tg, declared, createRole(tg, "never", &created))
+			_, err := e.l.Create(t.Context(), ledger.Plan{Owner: owner, Declared: declared}, tg, createRole(tg, "never", &created))
 			if err == nil {
 				t.Fatal("CreateDeclared accepted no usable ID")
 			}
@@ -216,22 +215,26 @@ func TestRememberedRecord(t *testing.T) {
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	for _, stale := range []bool{false, true} {
 		store := &countingStore{Store: e.store}
-		l := ledger.New(store, ledger.Options{Clock: e.clock})
+		l := e.ledger(t, store)
 		owner := ownerIn(t, e.c, e.users, fmt.Sprintf("remembered-%v", stale))
 		role := pgtarget.RandomName("ledger_mem_")
-		if _, err := l.Create(t.Context(), owner, tg, func(ctx context.Context, tag string) ([]string, error) {
+		if _, err := l.Create(t.Context(), e.plan(owner), tg, func(ctx context.Context, tag string) ([]string, error) {
 			return []string{role}, tg.CreateRole(ctx, role, tag)
 		}); err != nil {
 			t.Fatal(err)
 		}
-		untagged := pgtarget.RandomName("ledger_untagged_")
+		second := pgtarget.RandomName("ledger_second_")
 		if stale {
 			// Another writer (a second ledger: another process) records a
-			// resource without the tag, so only the record knows it.
-			if err := tg.CreateRole(t.Context(), untagged, "not-a-finale-tag"); err != nil {
+			// second resource, so the remembered copy is stale.
+			rec, err := e.l.Get(t.Context(), owner.UID)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ledger.New(e.store, ledger.Options{Clock: e.clock}).Observe(t.Context(), owner.UID, tg, []string{untagged}, time.Time{}); err != nil {
+			if err := tg.CreateRole(t.Context(), second, rec.Tag); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.ledger(t, e.store).Observe(t.Context(), owner.UID, tg, []string{second}, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -247,7 +250,7 @@ func TestRememberedRecord(t *testing.T) {
 		if got := store.calls().Gets; got != wantGets || !res.Removed {
 			t.Errorf("stale=%v: cleanup read the store %d times (want %d), removed %v", stale, got, wantGets, res.Removed)
 		}
-		for _, r := range []string{role, untagged} {
+		for _, r := range []string{role, second} {
 			if ok, err := tg.RoleExists(t.Context(), r); err != nil || ok {
 				t.Errorf("stale=%v: role %s still exists (err %v)", stale, r, err)
 			}

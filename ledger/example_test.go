@@ -13,14 +13,21 @@ import (
 // A reconciler's create step: the record is written first, the create runs
 // only if that worked, and the IDs are recorded afterwards.
 func ExampleLedger_Create() {
-	run := func(ctx context.Context, c client.Client, conn ledger.Conn, owner ledger.Owner,
+	run := func(ctx context.Context, c client.Client, conn ledger.Prover, owner ledger.Owner,
 		createInService func(ctx context.Context, tag string) (string, error)) error {
 		store, err := ledger.NewConfigMapStore(c, "") // $POD_NAMESPACE
 		if err != nil {
 			return err
 		}
-		l := ledger.New(store, ledger.Options{})
-		rec, err := l.Create(ctx, owner, conn, func(ctx context.Context, tag string) ([]string, error) {
+		key, err := ledger.LoadKey(ctx, c, store.Namespace(), "") // created on first use
+		if err != nil {
+			return err
+		}
+		l, err := ledger.New(store, ledger.Options{Key: key})
+		if err != nil {
+			return err
+		}
+		rec, err := l.Create(ctx, ledger.Plan{Owner: owner, Policy: ledger.PolicyDelete}, conn, func(ctx context.Context, tag string) ([]string, error) {
 			id, err := createInService(ctx, tag) // put tag on the resource
 			return []string{id}, err
 		})
@@ -41,17 +48,14 @@ func ExampleTag() {
 	// Output: finale:role:6b1f0c2e-0000-4000-8000-000000000001
 }
 
-// A create whose ID is known in advance (a name the caller chooses, carrying
-// the tag): the ID goes into the record written before the create, and no
-// write follows a create that returns it.
-func ExampleLedger_CreateDeclared() {
-	run := func(ctx context.Context, l *ledger.Ledger, conn ledger.Conn, owner ledger.Owner, name string,
-		createInService func(ctx context.Context, name, tag string) error) error {
-		id := name + "@" + ledger.Tag(owner) // what the create will return
-		_, err := l.CreateDeclared(ctx, owner, conn, []string{id}, func(ctx context.Context, tag string) ([]string, error) {
-			return []string{id}, createInService(ctx, name, tag)
-		})
-		return err
-	}
-	_ = run
+// What a service computes for a question, wherever it stores its token: in
+// SQL, in its own code behind an identity endpoint, or here.
+func ExampleRespond() {
+	key := ledger.GenerateKey()
+	q := ledger.Question{KeyID: key.ID(), Challenge: "5f3a", Tag: "finale:key:6b1f0c2e"}
+	token := key.Token("salt") // stored by the service at enrolment
+	answer := ledger.Answer{Deployment: "keys-1", Salt: "salt", Tagged: []string{"k-2"}}
+	answer.Response = ledger.Respond(token, q, answer.Deployment, answer.Salt, answer.Tagged)
+	fmt.Println(len(answer.Response))
+	// Output: 64
 }

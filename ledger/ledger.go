@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/hmac"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,51 +16,38 @@ import (
 	"github.com/finale-dev/finale/errclass"
 )
 
-// Identifier reads the identity of the deployment a connection reaches, live.
-type Identifier interface {
-	Identify(ctx context.Context) (Identity, error)
-}
-
-// Conn is what Create needs from a connection to the external service.
-type Conn interface {
-	Identifier
-	// FindByTag returns the IDs of the resources carrying tag, none if none.
-	FindByTag(ctx context.Context, tag string) ([]string, error)
-}
-
-// Target is what Cleanup (and the sweeper) need: a Conn that can also delete
-// one resource by its exact ID. Delete returns nil when the resource is gone,
-// including when it was already gone; an error the errclass classifier puts
-// in NotFound counts as gone too.
+// Target is what Cleanup (and the sweeper) need from a connection: proofs,
+// and the delete of one resource by its exact ID. Delete removes the
+// resource with id only if it carries tag, and returns nil when no resource
+// with id carries tag (gone, never made, or someone else's); an error the
+// errclass classifier puts in NotFound counts as gone too.
 type Target interface {
-	Conn
-	Delete(ctx context.Context, id string) error
+	Prover
+	Delete(ctx context.Context, id, tag string) error
 }
 
-// TargetFuncs adapts three functions to Target.
+// TargetFuncs adapts two functions to Target.
 type TargetFuncs struct {
-	IdentifyFn  func(ctx context.Context) (Identity, error)
-	FindByTagFn func(ctx context.Context, tag string) ([]string, error)
-	DeleteFn    func(ctx context.Context, id string) error
+	ProveFn  func(ctx context.Context, q Question) (Answer, error)
+	DeleteFn func(ctx context.Context, id, tag string) error
 }
 
-// Identify implements Identifier.
-func (f TargetFuncs) Identify(ctx context.Context) (Identity, error) { return f.IdentifyFn(ctx) }
-
-// FindByTag implements Conn.
-func (f TargetFuncs) FindByTag(ctx context.Context, tag string) ([]string, error) {
-	return f.FindByTagFn(ctx, tag)
-}
+// Prove implements Prover.
+func (f TargetFuncs) Prove(ctx context.Context, q Question) (Answer, error) { return f.ProveFn(ctx, q) }
 
 // Delete implements Target.
-func (f TargetFuncs) Delete(ctx context.Context, id string) error { return f.DeleteFn(ctx, id) }
+func (f TargetFuncs) Delete(ctx context.Context, id, tag string) error {
+	return f.DeleteFn(ctx, id, tag)
+}
 
 // CreateFunc creates the owner's external resources, putting tag on each, and
 // returns their IDs. It is called only after the record is durably written.
 type CreateFunc func(ctx context.Context, tag string) ([]string, error)
 
-// Options tune a Ledger. The zero value is usable.
+// Options tune a Ledger. Key is required.
 type Options struct {
+	// Key signs records and derives deployment tokens (LoadKey).
+	Key Key
 	// Clock stamps created-at and create-attempt times; nil is the real clock.
 	Clock clock.PassiveClock
 	// Classifier decides which Delete errors mean "not found"; nil is
@@ -87,6 +76,7 @@ const DefaultRemember = 10_000
 // conditional delete proves nobody added any.
 type Ledger struct {
 	store    Store
+	key      Key
 	clock    clock.PassiveClock
 	class    *errclass.Classifier
 	remember int
@@ -100,8 +90,15 @@ type Ledger struct {
 // conflicts mean something is wrong and the caller should requeue.
 const conflictRetries = 3
 
-// New returns a Ledger over store.
-func New(store Store, opts Options) *Ledger {
+// New returns a Ledger over store. A missing store or key is an error: a
+// ledger that cannot sign would write records nobody may act on.
+func New(store Store, opts Options) (*Ledger, error) {
+	if store == nil {
+		return nil, errors.New("ledger: New: nil Store")
+	}
+	if !opts.Key.valid() {
+		return nil, fmt.Errorf("%w: Options.Key is required (ledger.LoadKey reads or creates it)", ErrKey)
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -111,8 +108,14 @@ func New(store Store, opts Options) *Ledger {
 	if opts.Remember == 0 {
 		opts.Remember = DefaultRemember
 	}
-	return &Ledger{store: store, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember, mem: map[types.UID]*Record{}}
+	return &Ledger{store: store, key: opts.Key, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember, mem: map[types.UID]*Record{}}, nil
 }
+
+// Store returns the ledger's store.
+func (l *Ledger) Store() Store { return l.store }
+
+// KeyID is the public name of the ledger's key.
+func (l *Ledger) KeyID() string { return l.key.ID() }
 
 // recall returns a copy of uid's record as this ledger last wrote it, or
 // nil.
@@ -141,6 +144,50 @@ func (l *Ledger) drop(uid types.UID) {
 	delete(l.mem, uid)
 }
 
+// sign sets r.MAC.
+func (l *Ledger) sign(r *Record) {
+	r.MAC = hex.EncodeToString(l.key.mac("finale-record/v2", r.signed()))
+}
+
+// authentic reports whether r carries this ledger's MAC.
+func (l *Ledger) authentic(r *Record) bool {
+	want := hex.EncodeToString(l.key.mac("finale-record/v2", r.signed()))
+	return hmac.Equal([]byte(want), []byte(r.MAC))
+}
+
+// Get returns uid's record, authenticated: ErrNotFound when there is none,
+// an error wrapping ErrInvalidRecord (ErrUnauthenticated among them) when
+// it cannot be used.
+func (l *Ledger) Get(ctx context.Context, uid types.UID) (*Record, error) {
+	r, err := l.store.Get(ctx, uid)
+	if err != nil {
+		return r, err
+	}
+	if !l.authentic(r) {
+		return r, fmt.Errorf("%w: record for %s", ErrUnauthenticated, r.Owner)
+	}
+	return r, nil
+}
+
+// List returns one page of records, authenticated: a record whose MAC does
+// not verify is in Page.Invalid with an error wrapping ErrUnauthenticated.
+func (l *Ledger) List(ctx context.Context, limit int64, cont string) (Page, error) {
+	p, err := l.store.List(ctx, limit, cont)
+	if err != nil {
+		return p, err
+	}
+	ok := p.Records[:0]
+	for _, r := range p.Records {
+		if l.authentic(r) {
+			ok = append(ok, r)
+			continue
+		}
+		p.Invalid = append(p.Invalid, Invalid{Record: r, Err: fmt.Errorf("%w: record for %s", ErrUnauthenticated, r.Owner)})
+	}
+	p.Records = ok
+	return p, nil
+}
+
 // Forget removes uid's record without deleting anything it covers: for an
 // owner whose resources are to be retained, so that the sweeper never
 // deletes them either. A missing record is not an error.
@@ -156,72 +203,104 @@ func (l *Ledger) Forget(ctx context.Context, uid types.UID) error {
 	return l.store.Delete(ctx, r)
 }
 
-// Store returns the ledger's store.
-func (l *Ledger) Store() Store { return l.store }
+// Plan is what a record says about its owner besides what the deployment
+// reports.
+type Plan struct {
+	Owner Owner
+	// Policy is the owner's deletion policy; "" is PolicyDelete.
+	Policy Policy
+	// Via is the connection object the owner reaches the service through;
+	// nil when its kind has none.
+	Via *ConnectionRef
+	// Declared are IDs known before the create (see Ledger.Create).
+	Declared []string
+}
 
-// Create ensures owner's external resources exist and are recorded:
+func (p *Plan) check() error {
+	if err := p.Owner.validate(); err != nil {
+		return err
+	}
+	if p.Policy == "" {
+		p.Policy = PolicyDelete
+	}
+	if !p.Policy.valid() {
+		return fmt.Errorf("ledger: owner %s: deletion policy %q is neither %s nor %s", p.Owner, p.Policy, PolicyDelete, PolicyRetain)
+	}
+	if slices.Contains(p.Declared, "") {
+		return fmt.Errorf("ledger: owner %s: declared IDs %q must be non-empty", p.Owner, p.Declared)
+	}
+	return nil
+}
+
+// apply brings r's policy and connection in line with p and reports
+// whether anything changed.
+func (p Plan) apply(r *Record) bool {
+	changed := false
+	if r.Policy != p.Policy {
+		r.Policy, changed = p.Policy, true
+	}
+	if p.Via != nil && (r.Via == nil || *r.Via != *p.Via) {
+		v := *p.Via
+		r.Via, changed = &v, true
+	}
+	return r.merge(p.Declared) || changed
+}
+
+// Create ensures the owner's external resources exist and are recorded:
 //
-//  1. it reads the deployment identity from conn (never from user input);
-//  2. it writes the record, or refreshes its create-attempt time, and stops
-//     with ErrRecordWrite if that write fails, before anything external;
-//  3. it looks for resources already carrying the owner's tag (an earlier
-//     attempt whose answer was lost) and adopts them instead of creating;
+//  1. it asks conn to prove its deployment, enrolling a sentinel if the
+//     deployment has none, and to list what already carries the owner's
+//     tag; the answer is checked against the operator's key;
+//  2. it writes the record (policy, connection, declared IDs, this
+//     attempt's time), or refreshes it, and stops with ErrRecordWrite if
+//     that write fails, before anything external;
+//  3. what already carries the tag (an earlier attempt whose answer was
+//     lost) is adopted instead of created;
 //  4. otherwise it calls create with the tag and records the returned IDs.
+//
+// IDs known before the create (a name from the spec) go in p.Declared:
+// they are in the write before the create, so a create returning exactly
+// them needs no second write. Declare only IDs whose Delete checks the tag,
+// because a recorded ID is deleted even when the create never made it.
 //
 // An existing record of another deployment stops it with ErrNotProven: what
 // the owner created there must be cleaned up through that deployment first.
 // When create fails its error is returned and the record stays, so the
 // sweeper can resolve the attempt by tag if the owner goes away.
-func (l *Ledger) Create(ctx context.Context, owner Owner, conn Conn, create CreateFunc) (*Record, error) {
-	return l.create(ctx, owner, conn, nil, create)
-}
-
-// CreateDeclared is Create for a caller that knows, before creating, the
-// IDs the create will return (a name the caller chooses, for example): the
-// declared IDs go into the write-ahead record together with the attempt
-// time, so that a create returning exactly them needs no second write. IDs
-// the create returns that were not declared are recorded after it, as with
-// Create; a declared ID that never comes to exist stays recorded, and
-// Cleanup and the sweeper then find it already gone.
-//
-// Declare only IDs whose delete cannot reach someone else's resource: a
-// Target's Delete must check the ownership tag, or the ID must be unique to
-// the owner, because a recorded ID is deleted even when this owner's create
-// never made it.
-func (l *Ledger) CreateDeclared(ctx context.Context, owner Owner, conn Conn, declared []string, create CreateFunc) (*Record, error) {
-	if len(declared) == 0 || slices.Contains(declared, "") {
-		return nil, fmt.Errorf("ledger: CreateDeclared for %s: declared IDs %q must be non-empty (use Create when the IDs are not known before the create)", owner, declared)
-	}
-	return l.create(ctx, owner, conn, declared, create)
-}
-
-func (l *Ledger) create(ctx context.Context, owner Owner, conn Conn, declared []string, create CreateFunc) (*Record, error) {
-	if err := owner.validate(); err != nil {
+func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateFunc) (*Record, error) {
+	if err := p.check(); err != nil {
 		return nil, err
 	}
-	id, err := identify(ctx, conn)
+	tag := Tag(p.Owner)
+	q := l.key.question(tag)
+	q.Enroll = l.key.enrollment()
+	a, err := ask(ctx, conn, q)
 	if err != nil {
 		return nil, err
 	}
 	now := l.clock.Now()
-	// The attempt time set here is the follow-up 9 rewrite: it is part of
-	// the write-ahead write, so the write after the create has nothing left
-	// to add when the IDs were declared.
-	rec, err := l.update(ctx, owner.UID, nil, func(r *Record) (bool, error) {
+	rec, err := l.update(ctx, p.Owner.UID, nil, func(r *Record) (bool, error) {
 		if r == nil {
+			if !l.key.verify(q, a, a.Salt) {
+				return false, fmt.Errorf("%w: %s: the deployment's answer does not verify with this operator's key (a sentinel made by another key, or not the service it claims to be)", ErrNotProven, p.Owner)
+			}
 			return true, nil
 		}
-		if !Proves(id, r.Deployment, r.Proof) {
-			return false, fmt.Errorf("%w: %s was recorded in deployment %s, connection reaches %s", ErrNotProven, owner, r.Deployment, id.Deployment)
+		if err := l.proves(r, q, a); err != nil {
+			return false, err
 		}
-		r.merge(declared)
-		r.LastCreateAttempt = now
+		p.apply(r)
+		// A replica whose clock is behind the last attempt's never moves it
+		// back (a record whose attempt precedes its creation is invalid).
+		r.LastCreateAttempt = latest(now, r.LastCreateAttempt)
 		return true, nil
 	}, func() *Record {
-		return &Record{
-			Schema: SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: Commit(id),
-			Tag: Tag(owner), ExternalIDs: slices.Clone(declared), CreatedAt: now, LastCreateAttempt: now,
+		r := &Record{
+			Schema: SchemaVersion, Owner: p.Owner, Policy: p.Policy, Deployment: a.Deployment, Salt: a.Salt,
+			Tag: tag, ExternalIDs: slices.Clone(p.Declared), CreatedAt: now, LastCreateAttempt: now,
 		}
+		p.apply(r)
+		return r
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotProven) || errors.Is(err, ErrInvalidRecord) {
@@ -229,44 +308,174 @@ func (l *Ledger) create(ctx context.Context, owner Owner, conn Conn, declared []
 		}
 		return nil, fmt.Errorf("%w: %w", ErrRecordWrite, err)
 	}
-	found, err := conn.FindByTag(ctx, rec.Tag)
-	if err != nil {
-		return rec, fmt.Errorf("ledger: look for resources tagged %s before creating: %w", rec.Tag, err)
-	}
-	ids := found
-	if len(found) == 0 {
+	ids := a.Tagged
+	if len(ids) == 0 {
 		if ids, err = create(ctx, rec.Tag); err != nil {
 			// Keep whatever IDs a partial create returned; the tag covers
 			// the rest. The create's error is what the caller needs.
 			if ids = slices.DeleteFunc(ids, func(s string) bool { return s == "" }); len(ids) > 0 {
-				if r, rerr := l.record(ctx, rec, owner.UID, id, ids, now); rerr == nil {
+				if r, rerr := l.record(ctx, rec, p.Owner.UID, ids, time.Time{}); rerr == nil {
 					rec = r
 				}
 			}
 			return rec, err
 		}
 	}
-	return l.record(ctx, rec, owner.UID, id, ids, now)
+	return l.record(ctx, rec, p.Owner.UID, ids, time.Time{})
 }
 
 // Observe records ids seen in the deployment conn reaches, for an owner whose
-// record exists. The record is rewritten when an ID is new or when attempt is
-// newer than the recorded create attempt, even if the IDs are unchanged, so
-// that the settle window never counts from an older attempt (for callers that
-// keep the attempt time in the owner's status as well). A zero attempt leaves
-// the time alone.
-func (l *Ledger) Observe(ctx context.Context, uid types.UID, conn Identifier, ids []string, attempt time.Time) (*Record, error) {
-	id, err := identify(ctx, conn)
+// record exists; conn must prove the record's deployment. The record is
+// rewritten when an ID is new or when attempt is newer than the recorded
+// create attempt, even if the IDs are unchanged, so that the settle window
+// never counts from an older attempt. A zero attempt leaves the time alone.
+func (l *Ledger) Observe(ctx context.Context, uid types.UID, conn Prover, ids []string, attempt time.Time) (*Record, error) {
+	r, err := l.current(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
-	return l.record(ctx, nil, uid, id, ids, attempt)
+	if err := l.prove(ctx, r, conn, "", "before recording IDs"); err != nil {
+		return nil, err
+	}
+	return l.record(ctx, r, uid, ids, attempt)
+}
+
+// Ensure makes sure the record of a live owner exists and says what p and
+// ids say, for resources the owner's reconciler found carrying its tag: it
+// writes only when something differs (a policy changed in the spec, a
+// connection re-created, a new ID). A record that vanished out of band (its
+// namespace reinstalled, an admin's mistake) is written again, after conn
+// proves its deployment, so that a later release cannot leak silently;
+// recreated reports that.
+func (l *Ledger) Ensure(ctx context.Context, p Plan, conn Prover, ids []string) (rec *Record, recreated bool, err error) {
+	if err := p.check(); err != nil {
+		return nil, false, err
+	}
+	r, err := l.Get(ctx, p.Owner.UID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.drop(p.Owner.UID)
+		q := l.key.question("")
+		a, err := ask(ctx, conn, q)
+		if err != nil {
+			return nil, false, err
+		}
+		if !l.key.verify(q, a, a.Salt) {
+			return nil, false, fmt.Errorf("%w: %s: the deployment's answer does not verify with this operator's key", ErrNotProven, p.Owner)
+		}
+		now := l.clock.Now()
+		r := &Record{
+			Schema: SchemaVersion, Owner: p.Owner, Policy: p.Policy, Deployment: a.Deployment, Salt: a.Salt,
+			Tag: Tag(p.Owner), CreatedAt: now, LastCreateAttempt: now,
+		}
+		p.apply(r)
+		r.merge(ids)
+		l.sign(r)
+		if err := l.store.Put(ctx, r); err != nil {
+			return nil, false, err
+		}
+		l.keep(r)
+		return r, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if slices.ContainsFunc(ids, func(id string) bool { return !slices.Contains(r.ExternalIDs, id) }) {
+		// New IDs must come from the record's deployment.
+		if err := l.prove(ctx, r, conn, "", "before recording IDs"); err != nil {
+			return nil, false, err
+		}
+	}
+	rec, err = l.update(ctx, p.Owner.UID, r, func(r *Record) (bool, error) {
+		if r == nil {
+			return false, fmt.Errorf("%w for uid %s", ErrNotFound, p.Owner.UID)
+		}
+		return p.apply(r) || r.merge(ids), nil
+	}, nil)
+	return rec, false, err
+}
+
+// Adopt moves the record of a previous owner to p.Owner: the same kind,
+// namespace and name with another UID (an object restored from a backup
+// or re-created by GitOps). The caller has confirmed, live, that no object
+// with the previous UID exists. conn must prove the record's deployment.
+// In this order, so that a crash at any point leaves a state the next
+// attempt finishes and the sweeper never deletes:
+//
+//  1. a record for p.Owner holding the previous record's deployment and IDs
+//     plus what carries the previous tag;
+//  2. retag moves every one of those resources from the previous tag to
+//     the new one;
+//  3. the previous record is removed without deleting anything.
+//
+// A previous record of another kind, namespace or name is ErrNotAdoptable.
+func (l *Ledger) Adopt(ctx context.Context, from types.UID, p Plan, conn Prover, retag func(ctx context.Context, ids []string, from, to string) error) (*Record, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	old, err := l.Get(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	o, n := old.Owner, p.Owner
+	if o.GroupVersionKind().GroupKind() != n.GroupVersionKind().GroupKind() || o.Namespace != n.Namespace || o.Name != n.Name || o.UID == n.UID {
+		return nil, fmt.Errorf("%w: the record of %s cannot pass to %s: only an object of the same kind, namespace and name, with another UID, adopts", ErrNotAdoptable, o, n)
+	}
+	q := l.key.question(old.Tag)
+	a, err := ask(ctx, conn, q)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.proves(old, q, a); err != nil {
+		return nil, err
+	}
+	ids := slices.Clone(old.ExternalIDs)
+	for _, id := range a.Tagged {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	now := l.clock.Now()
+	rec, err := l.update(ctx, n.UID, nil, func(r *Record) (bool, error) {
+		if r == nil {
+			return true, nil
+		}
+		if r.Deployment != old.Deployment || r.Salt != old.Salt {
+			return false, fmt.Errorf("%w: %s already has a record in deployment %s", ErrNotProven, n, r.Deployment)
+		}
+		return p.apply(r) || r.merge(ids), nil
+	}, func() *Record {
+		r := &Record{
+			Schema: SchemaVersion, Owner: n, Policy: p.Policy, Deployment: old.Deployment, Salt: old.Salt,
+			Tag: Tag(n), ExternalIDs: ids, CreatedAt: now, LastCreateAttempt: latest(now, old.LastCreateAttempt),
+		}
+		p.apply(r)
+		return r
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := retag(ctx, ids, old.Tag, rec.Tag); err != nil {
+		return rec, fmt.Errorf("ledger: move %q from tag %s to %s: %w", ids, old.Tag, rec.Tag, err)
+	}
+	l.drop(from)
+	if err := l.store.Delete(ctx, old); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// current is uid's record: as remembered, or read and authenticated.
+func (l *Ledger) current(ctx context.Context, uid types.UID) (*Record, error) {
+	if r := l.recall(uid); r != nil {
+		return r, nil
+	}
+	return l.Get(ctx, uid)
 }
 
 // record adds ids and a newer attempt to uid's record. known, when not nil,
-// is the record as this ledger last wrote it: it is tried first, without a
-// read, and a conflict falls back to reading.
-func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, id Identity, ids []string, attempt time.Time) (*Record, error) {
+// is the record as this ledger last wrote or read it: it is tried first,
+// without a read, and a conflict falls back to reading.
+func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, ids []string, attempt time.Time) (*Record, error) {
 	if slices.Contains(ids, "") {
 		return nil, fmt.Errorf("ledger: empty external ID in %q", ids)
 	}
@@ -274,8 +483,8 @@ func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, id Id
 		if r == nil {
 			return false, fmt.Errorf("%w for uid %s: create the record (Ledger.Create) before creating anything", ErrNotFound, uid)
 		}
-		if !Proves(id, r.Deployment, r.Proof) {
-			return false, fmt.Errorf("%w: record %s is for deployment %s, IDs come from %s", ErrNotProven, uid, r.Deployment, id.Deployment)
+		if known != nil && (r.Deployment != known.Deployment || r.Salt != known.Salt) {
+			return false, fmt.Errorf("%w: record %s is now for deployment %s, the IDs come from %s", ErrNotProven, uid, r.Deployment, known.Deployment)
 		}
 		changed := r.merge(ids)
 		if attempt.After(r.LastCreateAttempt) {
@@ -287,15 +496,15 @@ func (l *Ledger) record(ctx context.Context, known *Record, uid types.UID, id Id
 }
 
 // update lets mutate change the record (r is nil when there is none; then
-// fresh, if not nil, makes one) and writes it when mutate reports a change,
-// retrying on conflicts. The first attempt reads nothing when it can guess:
-// from known (the record as this ledger last wrote it, so its version is
-// the one the write is conditional on), or, with fresh and no known, that
-// there is no record yet (the create is conditional on that). A wrong guess
-// costs one conflicting write and then reads, as every retry does. A guess
-// that needs no write returns known unchanged: nothing newer than what the
-// ledger itself wrote can lack what mutate would add, because records only
-// grow.
+// fresh, if not nil, makes one) and writes it, signed, when mutate reports a
+// change, retrying on conflicts. The first attempt reads nothing when it
+// can guess: from known (the record as this ledger last wrote it, so its
+// version is the one the write is conditional on), or, with fresh and no
+// known, that there is no record yet (the create is conditional on that).
+// A wrong guess costs one conflicting write and then reads, as every retry
+// does. A guess that needs no write returns known unchanged: nothing newer
+// than what the ledger itself wrote can lack what mutate would add, because
+// records only grow. Records read from the store are authenticated first.
 func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutate func(r *Record) (bool, error), fresh func() *Record) (*Record, error) {
 	var err error
 	if known == nil {
@@ -312,7 +521,7 @@ func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutat
 		case attempt == 0:
 			continue // no guess: the read attempts below
 		default:
-			r, err = l.store.Get(ctx, uid)
+			r, err = l.Get(ctx, uid)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				r = nil
@@ -334,6 +543,7 @@ func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutat
 		if !changed {
 			return r, nil
 		}
+		l.sign(r)
 		if err = l.store.Put(ctx, r); err == nil {
 			l.keep(r)
 			return r, nil
@@ -348,7 +558,7 @@ func (l *Ledger) update(ctx context.Context, uid types.UID, known *Record, mutat
 
 // CleanupResult says what Cleanup did.
 type CleanupResult struct {
-	// Deleted are the IDs the deployment confirmed gone.
+	// Deleted are the IDs whose delete the deployment answered.
 	Deleted []string
 	// Removed reports that the record was removed.
 	Removed bool
@@ -357,17 +567,20 @@ type CleanupResult struct {
 // Cleanup deletes everything recorded for uid through t and then removes the
 // record, in this order:
 //
-//  1. t must prove the record's deployment (identity and token), before
+//  1. t proves the record's deployment, answering a fresh challenge from
+//     inside the service, and lists what carries the record's tag, before
 //     anything else, including for a record with no IDs;
-//  2. every recorded ID and every resource carrying the record's tag is
-//     deleted; a delete error other than not-found stops here;
-//  3. t must prove the deployment again, because the first proof and the
-//     deletes are separate requests that may reach different backends while
-//     the service switches over; and no tagged resource may remain;
+//  2. every recorded ID and every resource carrying the tag is deleted; a
+//     delete error other than not-found stops here;
+//  3. t answers a second fresh challenge, whose answer must say that
+//     nothing carries the tag any more: the first proof and the deletes are
+//     separate requests that may reach different backends (a switch-over,
+//     or a proxy splicing the session onto another server), and only an
+//     answer computed with the deployment's token can say "gone";
 //  4. the record is removed only if nobody changed it meanwhile.
 //
-// A missing record is (CleanupResult{}, nil); an invalid one is an error
-// wrapping ErrInvalidRecord and is left alone.
+// A missing record is (CleanupResult{}, nil); an invalid or unauthenticated
+// one is an error wrapping ErrInvalidRecord and is left alone.
 func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupResult, error) {
 	if r := l.recall(uid); r != nil {
 		res, err := l.cleanup(ctx, r, t)
@@ -377,7 +590,7 @@ func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupR
 		// Someone else changed the record since this ledger wrote it:
 		// start over from what is stored.
 	}
-	r, err := l.store.Get(ctx, uid)
+	r, err := l.Get(ctx, uid)
 	if errors.Is(err, ErrNotFound) {
 		return CleanupResult{}, nil
 	}
@@ -389,34 +602,35 @@ func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupR
 
 func (l *Ledger) cleanup(ctx context.Context, r *Record, t Target) (CleanupResult, error) {
 	var res CleanupResult
-	if err := l.prove(ctx, r, t, "before deleting"); err != nil {
-		return res, err
-	}
-	tagged, err := t.FindByTag(ctx, r.Tag)
+	q := l.key.question(r.Tag)
+	a, err := ask(ctx, t, q)
 	if err != nil {
-		return res, fmt.Errorf("ledger: find resources tagged %s: %w", r.Tag, err)
+		return res, fmt.Errorf("ledger: prove deployment before deleting: %w", err)
+	}
+	if err := l.proves(r, q, a); err != nil {
+		return res, fmt.Errorf("before deleting: %w", err)
 	}
 	ids := slices.Clone(r.ExternalIDs)
-	for _, id := range tagged {
+	for _, id := range a.Tagged {
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
 	for _, id := range ids {
-		if err := t.Delete(ctx, id); err != nil && l.class.Classify(ctx, err) != errclass.NotFound {
+		if err := t.Delete(ctx, id, r.Tag); err != nil && l.class.Classify(ctx, err) != errclass.NotFound {
 			return res, fmt.Errorf("ledger: delete %s for %s: %w", id, r.Owner, err)
 		}
 		res.Deleted = append(res.Deleted, id)
 	}
-	if err := l.prove(ctx, r, t, "after deleting"); err != nil {
-		return res, err
+	q = l.key.question(r.Tag)
+	if a, err = ask(ctx, t, q); err != nil {
+		return res, fmt.Errorf("ledger: prove deployment after deleting: %w", err)
 	}
-	left, err := t.FindByTag(ctx, r.Tag)
-	if err != nil {
-		return res, fmt.Errorf("ledger: confirm no resource tagged %s remains: %w", r.Tag, err)
+	if err := l.proves(r, q, a); err != nil {
+		return res, fmt.Errorf("after deleting: %w", err)
 	}
-	if len(left) > 0 {
-		return res, fmt.Errorf("ledger: resources tagged %s remain after delete: %q", r.Tag, left)
+	if len(a.Tagged) > 0 {
+		return res, fmt.Errorf("ledger: the deployment says resources tagged %s remain after delete: %q", r.Tag, a.Tagged)
 	}
 	err = l.store.Delete(ctx, r)
 	l.drop(r.Owner.UID)
@@ -427,27 +641,60 @@ func (l *Ledger) cleanup(ctx context.Context, r *Record, t Target) (CleanupResul
 	return res, nil
 }
 
-func (l *Ledger) prove(ctx context.Context, r *Record, t Identifier, when string) error {
-	id, err := t.Identify(ctx)
+// Prove asks t to prove r's deployment with a fresh challenge and reports
+// why it does not, in words an admin can act on; nil when it does.
+func (l *Ledger) Prove(ctx context.Context, r *Record, t Prover) error {
+	return l.prove(ctx, r, t, "", "")
+}
+
+func (l *Ledger) prove(ctx context.Context, r *Record, t Prover, tag, when string) error {
+	q := l.key.question(tag)
+	a, err := ask(ctx, t, q)
 	if err != nil {
-		return fmt.Errorf("ledger: identify deployment %s: %w", when, err)
+		return err
 	}
-	if !Proves(id, r.Deployment, r.Proof) {
-		return fmt.Errorf("%w %s: record %s wants deployment %s, connection claims %s", ErrNotProven, when, r.Owner.UID, r.Deployment, id.Deployment)
+	if err := l.proves(r, q, a); err != nil {
+		if when != "" {
+			return fmt.Errorf("%s: %w", when, err)
+		}
+		return err
 	}
 	return nil
 }
 
-func identify(ctx context.Context, conn Identifier) (Identity, error) {
-	if conn == nil {
-		return Identity{}, fmt.Errorf("%w: nil connection", ErrInvalidIdentity)
+// proves explains how a fails to answer q for r's deployment; nil when it
+// answers.
+func (l *Ledger) proves(r *Record, q Question, a Answer) error {
+	switch {
+	case a.Deployment != r.Deployment:
+		return fmt.Errorf("%w: record of %s is for deployment %q, the connection reaches deployment %q", ErrNotProven, r.Owner, r.Deployment, a.Deployment)
+	case a.Salt != r.Salt:
+		return fmt.Errorf("%w: record of %s: the connection reaches deployment %q, but its sentinel (salt %s) is not the one the record was written with (salt %s): the sentinel was re-created, or the connection reaches another database of the service",
+			ErrNotProven, r.Owner, a.Deployment, a.Salt, r.Salt)
+	case !l.key.verify(q, a, r.Salt):
+		return fmt.Errorf("%w: record of %s: the connection claims deployment %q and its sentinel, but its answer to a fresh challenge does not verify: it does not hold the deployment's token", ErrNotProven, r.Owner, a.Deployment)
 	}
-	id, err := conn.Identify(ctx)
+	return nil
+}
+
+// ask puts q to p; nil p is an error, not a panic.
+func ask(ctx context.Context, p Prover, q Question) (Answer, error) {
+	if p == nil {
+		return Answer{}, fmt.Errorf("%w: nil connection", ErrNotProven)
+	}
+	a, err := p.Prove(ctx, q)
 	if err != nil {
-		return Identity{}, fmt.Errorf("ledger: identify deployment: %w", err)
+		return Answer{}, fmt.Errorf("ledger: prove deployment: %w", err)
 	}
-	if err := id.validate(); err != nil {
-		return Identity{}, err
+	if slices.Contains(a.Tagged, "") {
+		return Answer{}, fmt.Errorf("%w: the answer lists an empty ID", ErrNotProven)
 	}
-	return id, nil
+	return a, nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/internal/pgtarget"
@@ -20,60 +19,19 @@ import (
 	"github.com/finale-dev/finale/ledger"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
-var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
-// ownerIn creates a real owner object (a ConfigMap in its own namespace) so
-// that UIDs come from the apiserver.
-func ownerIn(t *testing.T, c client.Client, ns, name string) ledger.Owner {
-	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := c.Create(t.Context(), cm); err != nil {
-		t.Fatal(err)
-	}
-	return ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name, UID: cm.UID}
-}
-
-type env struct {
-	c     client.Client
-	store *ledger.ConfigMapStore
-	clock *clocktesting.FakeClock
-	l     *ledger.Ledger
-	users string // namespace for owners
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	c := testenv.Client(t, testenv.Scheme())
-	opNS := testenv.Namespace(t, c)
-	store, err := ledger.NewConfigMapStore(c, opNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clocktesting.NewFakeClock(t0)
-	return &env{c: c, store: store, clock: clk, l: ledger.New(store, ledger.Options{Clock: clk}), users: testenv.Namespace(t, c)}
-}
-
-func createRole(tg *pgtarget.Target, name string, calls *atomic.Int32) ledger.CreateFunc {
-	return func(ctx context.Context, tag string) ([]string, error) {
-		calls.Add(1)
-		return []string{name}, tg.CreateRole(ctx, name, tag)
-	}
-}
-
 func TestCreateWritesRecordBeforeCreating(t *testing.T) {
 	e := newEnv(t)
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	owner := ownerIn(t, e.c, e.users, "a")
 	name := pgtarget.RandomName("ledger_a_")
+	via := &ledger.ConnectionRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.users, Name: "conn", UID: "c0ffee00-0000-4000-8000-000000000001"}
 	var sawRecord bool
-	rec, err := e.l.Create(t.Context(), owner, tg, func(ctx context.Context, tag string) ([]string, error) {
-		r, err := e.store.Get(ctx, owner.UID)
+	rec, err := e.l.Create(t.Context(), ledger.Plan{Owner: owner, Policy: ledger.PolicyRetain, Via: via}, tg, func(ctx context.Context, tag string) ([]string, error) {
+		r, err := e.l.Get(ctx, owner.UID)
 		if err != nil {
-			t.Errorf("create called without a stored record: %v", err)
+			t.Errorf("create called without a stored, signed record: %v", err)
 		} else {
-			sawRecord = r.Tag == tag && r.LastCreateAttempt.Equal(t0)
+			sawRecord = r.Tag == tag && r.LastCreateAttempt.Equal(t0) && r.Policy == ledger.PolicyRetain
 		}
 		return []string{name}, tg.CreateRole(ctx, name, tag)
 	})
@@ -81,23 +39,26 @@ func TestCreateWritesRecordBeforeCreating(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !sawRecord {
-		t.Error("record at create time lacked the tag or the attempt time")
+		t.Error("record at create time lacked the tag, the attempt time or the policy")
 	}
-	got, err := e.store.Get(t.Context(), owner.UID)
+	got, err := e.l.Get(t.Context(), owner.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := tg.Identify(t.Context())
+	a, err := tg.Prove(t.Context(), ledger.Question{KeyID: e.key.ID(), Challenge: "00"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := &ledger.Record{
-		Schema: ledger.SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: ledger.Commit(id),
+		Schema: ledger.SchemaVersion, Owner: owner, Policy: ledger.PolicyRetain, Via: via, Deployment: a.Deployment, Salt: a.Salt,
 		Tag: "finale:configmap:" + string(owner.UID), ExternalIDs: []string{name},
-		CreatedAt: t0, LastCreateAttempt: t0, Version: rec.Version, Source: got.Source,
+		CreatedAt: t0, LastCreateAttempt: t0, MAC: got.MAC, Version: rec.Version, Source: got.Source,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stored record (-want +got):\n%s", diff)
+	}
+	if got.MAC == "" {
+		t.Error("record not signed")
 	}
 	if got.Source.Namespace != e.store.Namespace() || got.Source.Name != "finale-cleanup-"+string(owner.UID) {
 		t.Errorf("record stored at %s/%s", got.Source.Namespace, got.Source.Name)
@@ -108,7 +69,7 @@ func TestCreateWritesRecordBeforeCreating(t *testing.T) {
 	}
 	wantLabels := map[string]string{
 		ledger.LabelRecord: ledger.LabelRecordValue, ledger.LabelKind: "configmap",
-		ledger.LabelDeployment: ledger.DeploymentLabel(id.Deployment), "app.kubernetes.io/managed-by": "finale",
+		ledger.LabelDeployment: ledger.DeploymentLabel(a.Deployment), "app.kubernetes.io/managed-by": "finale",
 	}
 	if diff := cmp.Diff(wantLabels, cm.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
@@ -116,18 +77,18 @@ func TestCreateWritesRecordBeforeCreating(t *testing.T) {
 }
 
 func TestCreateNotCalledWhenRecordWriteFails(t *testing.T) {
-	c := testenv.Client(t, testenv.Scheme())
+	e := newEnv(t)
 	// A namespace that does not exist refuses the record, as a terminating
 	// one would.
-	store, err := ledger.NewConfigMapStore(c, "no-such-namespace-for-records")
+	store, err := ledger.NewConfigMapStore(e.c, "no-such-namespace-for-records")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := ledger.New(store, ledger.Options{Clock: clocktesting.NewFakeClock(t0)})
-	owner := ownerIn(t, c, testenv.Namespace(t, c), "a")
+	l := e.ledger(t, store)
+	owner := ownerIn(t, e.c, e.users, "a")
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	var calls atomic.Int32
-	_, err = l.Create(t.Context(), owner, tg, createRole(tg, pgtarget.RandomName("never_"), &calls))
+	_, err = l.Create(t.Context(), e.plan(owner), tg, createRole(tg, pgtarget.RandomName("never_"), &calls))
 	if !errors.Is(err, ledger.ErrRecordWrite) {
 		t.Fatalf("Create error = %v, want ErrRecordWrite", err)
 	}
@@ -155,12 +116,12 @@ func TestCrashBetweenCreateAndRecordingIsResolvedByTag(t *testing.T) {
 	tg, dsn := pgtarget.Fresh(t, testenv.Postgres(t))
 	owner := ownerIn(t, e.c, e.users, "crash")
 	var calls atomic.Int32
-	crashing := ledger.New(&failPuts{Store: e.store, after: 1}, ledger.Options{Clock: e.clock})
+	crashing := e.ledger(t, &failPuts{Store: e.store, after: 1})
 	first := pgtarget.RandomName("ledger_crash_")
-	if _, err := crashing.Create(t.Context(), owner, tg, createRole(tg, first, &calls)); err == nil {
+	if _, err := crashing.Create(t.Context(), e.plan(owner), tg, createRole(tg, first, &calls)); err == nil {
 		t.Fatal("Create succeeded although recording the ID failed")
 	}
-	rec, err := e.store.Get(t.Context(), owner.UID)
+	rec, err := e.l.Get(t.Context(), owner.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +137,7 @@ func TestCrashBetweenCreateAndRecordingIsResolvedByTag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tg2.Close()
-	restarted := ledger.New(e.store, ledger.Options{Clock: e.clock})
-	rec, err = restarted.Create(t.Context(), owner, tg2, createRole(tg2, pgtarget.RandomName("ledger_dup_"), &calls))
+	rec, err = e.ledger(t, e.store).Create(t.Context(), e.plan(owner), tg2, createRole(tg2, pgtarget.RandomName("ledger_dup_"), &calls))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +159,30 @@ func TestCrashBetweenCreateAndRecordingIsResolvedByTag(t *testing.T) {
 	}
 }
 
+// TestReplicaClockBehindTheRecord: a new leader whose clock is behind the
+// recorded attempt can still retry a crashed create (seed: a record whose
+// attempt precedes its creation is invalid; the attempt never moves back).
+func TestReplicaClockBehindTheRecord(t *testing.T) {
+	e := newEnv(t)
+	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	owner := ownerIn(t, e.c, e.users, "skew")
+	if _, err := e.l.Create(t.Context(), e.plan(owner), tg, func(context.Context, string) ([]string, error) {
+		return nil, errors.New("crashed")
+	}); err == nil {
+		t.Fatal("want the create error")
+	}
+	behind := e.ledger(t, e.store)
+	e.clock.SetTime(t0.Add(-2 * time.Minute))
+	var calls atomic.Int32
+	rec, err := behind.Create(t.Context(), e.plan(owner), tg, createRole(tg, pgtarget.RandomName("ledger_skew_"), &calls))
+	if err != nil {
+		t.Fatalf("retry from a replica whose clock is behind: %v", err)
+	}
+	if calls.Load() != 1 || !rec.LastCreateAttempt.Equal(t0) {
+		t.Errorf("create calls %d, attempt %v; want 1 and the recorded attempt kept (%v)", calls.Load(), rec.LastCreateAttempt, t0)
+	}
+}
+
 func TestCreateRefusesRecordOfAnotherDeployment(t *testing.T) {
 	e := newEnv(t)
 	pg := testenv.Postgres(t)
@@ -206,18 +190,18 @@ func TestCreateRefusesRecordOfAnotherDeployment(t *testing.T) {
 	b, _ := pgtarget.Fresh(t, pg)
 	owner := ownerIn(t, e.c, e.users, "switch")
 	// The create in A loses its answer: a record without IDs.
-	_, err := e.l.Create(t.Context(), owner, a, func(context.Context, string) ([]string, error) {
+	_, err := e.l.Create(t.Context(), e.plan(owner), a, func(context.Context, string) ([]string, error) {
 		return nil, errors.New("connection reset")
 	})
 	if err == nil {
 		t.Fatal("want the create error")
 	}
-	before, err := e.store.Get(t.Context(), owner.UID)
+	before, err := e.l.Get(t.Context(), owner.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var calls atomic.Int32
-	_, err = e.l.Create(t.Context(), owner, b, createRole(b, pgtarget.RandomName("ledger_b_"), &calls))
+	_, err = e.l.Create(t.Context(), e.plan(owner), b, createRole(b, pgtarget.RandomName("ledger_b_"), &calls))
 	if !errors.Is(err, ledger.ErrNotProven) {
 		t.Fatalf("Create through B = %v, want ErrNotProven", err)
 	}
@@ -228,7 +212,7 @@ func TestCreateRefusesRecordOfAnotherDeployment(t *testing.T) {
 	if !errors.Is(err, ledger.ErrNotProven) {
 		t.Fatalf("Observe through B = %v, want ErrNotProven", err)
 	}
-	after, err := e.store.Get(t.Context(), owner.UID)
+	after, err := e.l.Get(t.Context(), owner.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +238,9 @@ func TestObserveRewritesOnNewerAttempt(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			id := ledger.Identity{Deployment: "dep-1", Token: []byte("0123456789abcdef0123")}
-			conn := ledger.TargetFuncs{
-				IdentifyFn:  func(context.Context) (ledger.Identity, error) { return id, nil },
-				FindByTagFn: func(context.Context, string) ([]string, error) { return nil, nil },
-			}
+			svc := &service{deployment: "dep-1"}
 			owner := ownerIn(t, e.c, e.users, "o")
-			first, err := e.l.Create(t.Context(), owner, conn, func(context.Context, string) ([]string, error) { return []string{"x"}, nil })
+			first, err := e.l.Create(t.Context(), e.plan(owner), svc, func(context.Context, string) ([]string, error) { return []string{"x"}, nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,11 +248,11 @@ func TestObserveRewritesOnNewerAttempt(t *testing.T) {
 			if tc.attempt != -1 {
 				at = t0.Add(tc.attempt)
 			}
-			got, err := e.l.Observe(t.Context(), owner.UID, conn, tc.ids, at)
+			got, err := e.l.Observe(t.Context(), owner.UID, svc, tc.ids, at)
 			if err != nil {
 				t.Fatal(err)
 			}
-			stored, err := e.store.Get(t.Context(), owner.UID)
+			stored, err := e.l.Get(t.Context(), owner.UID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,6 +272,25 @@ func TestObserveRewritesOnNewerAttempt(t *testing.T) {
 	}
 }
 
+// spoof is a server that claims a deployment with everything a reader of
+// records (and of the wire, once) knows: the deployment ID and the salt. It
+// cannot compute the response, so it replays one it saw.
+type spoof struct {
+	t          *testing.T
+	deployment string
+	salt       string
+	seen       string
+}
+
+func (s spoof) Prove(_ context.Context, q ledger.Question) (ledger.Answer, error) {
+	return ledger.Answer{Deployment: s.deployment, Salt: s.salt, Response: s.seen}, nil
+}
+
+func (s spoof) Delete(context.Context, string, string) error {
+	s.t.Error("Delete sent to a spoofing server")
+	return nil
+}
+
 func TestCleanupOnlyThroughTheProvenDeployment(t *testing.T) {
 	e := newEnv(t)
 	pg := testenv.Postgres(t)
@@ -300,7 +299,7 @@ func TestCleanupOnlyThroughTheProvenDeployment(t *testing.T) {
 	owner := ownerIn(t, e.c, e.users, "cleanup")
 	var calls atomic.Int32
 	role := pgtarget.RandomName("ledger_cleanup_")
-	rec, err := e.l.Create(t.Context(), owner, a, createRole(a, role, &calls))
+	rec, err := e.l.Create(t.Context(), e.plan(owner), a, createRole(a, role, &calls))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,21 +308,18 @@ func TestCleanupOnlyThroughTheProvenDeployment(t *testing.T) {
 	if err := a.CreateRole(t.Context(), stray, rec.Tag); err != nil {
 		t.Fatal(err)
 	}
+	// B is another deployment enrolled with the same key.
+	if _, err := e.l.Create(t.Context(), e.plan(ownerIn(t, e.c, e.users, "in-b")), b, func(context.Context, string) ([]string, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.l.Cleanup(t.Context(), owner.UID, b); !errors.Is(err, ledger.ErrNotProven) {
 		t.Fatalf("Cleanup through B = %v, want ErrNotProven", err)
 	}
-	// A server claiming A's deployment, with what a record reader knows.
-	spoof := ledger.TargetFuncs{
-		IdentifyFn: func(context.Context) (ledger.Identity, error) {
-			return ledger.Identity{Deployment: rec.Deployment, Token: []byte(rec.Proof)}, nil
-		},
-		FindByTagFn: func(context.Context, string) ([]string, error) { return nil, nil },
-		DeleteFn: func(context.Context, string) error {
-			t.Error("Delete sent to a spoofing server")
-			return nil
-		},
+	old, err := a.Prove(t.Context(), ledger.Question{KeyID: e.key.ID(), Challenge: "aa", Tag: rec.Tag})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := e.l.Cleanup(t.Context(), owner.UID, spoof); !errors.Is(err, ledger.ErrNotProven) {
+	if _, err := e.l.Cleanup(t.Context(), owner.UID, spoof{t: t, deployment: rec.Deployment, salt: rec.Salt, seen: old.Response}); !errors.Is(err, ledger.ErrNotProven) {
 		t.Fatalf("Cleanup through a spoofing server = %v, want ErrNotProven", err)
 	}
 	if ok, _ := a.RoleExists(t.Context(), role); !ok {
@@ -349,6 +345,46 @@ func TestCleanupOnlyThroughTheProvenDeployment(t *testing.T) {
 	}
 }
 
+// splice proves through the genuine deployment and sends the deletes
+// elsewhere: a proxy that relays the login and the proof, then splices.
+type splice struct {
+	genuine ledger.Prover
+	deletes int
+}
+
+func (s *splice) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
+	return s.genuine.Prove(ctx, q)
+}
+
+func (s *splice) Delete(context.Context, string, string) error { s.deletes++; return nil }
+
+// TestSplicedDeletesAreNotConfirmed: the second proof is computed inside
+// the genuine deployment over what still carries the tag, so deletes that
+// went elsewhere never confirm.
+func TestSplicedDeletesAreNotConfirmed(t *testing.T) {
+	e := newEnv(t)
+	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	owner := ownerIn(t, e.c, e.users, "spliced")
+	role := pgtarget.RandomName("ledger_spliced_")
+	var calls atomic.Int32
+	if _, err := e.l.Create(t.Context(), e.plan(owner), tg, createRole(tg, role, &calls)); err != nil {
+		t.Fatal(err)
+	}
+	s := &splice{genuine: tg}
+	if _, err := e.l.Cleanup(t.Context(), owner.UID, s); err == nil || !strings.Contains(err.Error(), "remain") {
+		t.Fatalf("Cleanup through a splicing proxy = %v, want the remaining resource reported", err)
+	}
+	if s.deletes == 0 {
+		t.Fatal("the splicing proxy saw no delete: the test proves nothing")
+	}
+	if ok, _ := tg.RoleExists(t.Context(), role); !ok {
+		t.Fatal("role gone")
+	}
+	if _, err := e.l.Get(t.Context(), owner.UID); err != nil {
+		t.Fatalf("record removed although the role remains: %v", err)
+	}
+}
+
 func TestRecordsHoldNoSecret(t *testing.T) {
 	e := newEnv(t)
 	pg := testenv.Postgres(t)
@@ -364,18 +400,18 @@ func TestRecordsHoldNoSecret(t *testing.T) {
 	if err := e.c.Get(t.Context(), client.ObjectKeyFromObject(secret), secret); err != nil {
 		t.Fatal(err)
 	}
-	token, err := tg.Token(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range 3 {
 		owner := ownerIn(t, e.c, e.users, "nosecret-"+string(rune('a'+i)))
 		var calls atomic.Int32
-		if _, err := e.l.Create(t.Context(), owner, tg, createRole(tg, pgtarget.RandomName("ledger_ns_"), &calls)); err != nil {
+		if _, err := e.l.Create(t.Context(), e.plan(owner), tg, createRole(tg, pgtarget.RandomName("ledger_ns_"), &calls)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	secrets := map[string]string{"sentinel token": token}
+	token, err := tg.Token(t.Context(), e.key.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"sentinel token": token, "operator key": e.key.Token("")}
 	for k, v := range secret.Data {
 		secrets["Secret key "+k] = string(v)
 	}
@@ -408,14 +444,11 @@ func TestRecordsHoldNoSecret(t *testing.T) {
 
 func TestStoreConflictsAndPages(t *testing.T) {
 	e := newEnv(t)
-	id := ledger.Identity{Deployment: "dep", Token: []byte("0123456789abcdef")}
 	var uids []types.UID
 	for i := range 7 {
 		uid := types.UID("00000000-0000-0000-0000-00000000000" + string(rune('0'+i)))
 		uids = append(uids, uid)
-		owner := ledger.Owner{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "gone", Name: "w", UID: uid}
-		r := &ledger.Record{Schema: ledger.SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: ledger.Commit(id),
-			Tag: ledger.Tag(owner), CreatedAt: t0, LastCreateAttempt: t0}
+		r := plainRecord(ledger.Owner{APIVersion: "example.com/v1", Kind: "Widget", Namespace: "gone", Name: "w", UID: uid})
 		if err := e.store.Put(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -463,21 +496,33 @@ func TestStoreConflictsAndPages(t *testing.T) {
 	}
 }
 
-func TestInvalidRecordsAreReportedNotUsed(t *testing.T) {
+// TestEditedRecordsAreRefused: whoever can write the records namespace
+// cannot point the sweeper or a cleanup at someone else's resource: every
+// edit breaks the record's MAC, and such a record is reported and never
+// acted on. Inconsistent records are refused before that.
+func TestEditedRecordsAreRefused(t *testing.T) {
 	e := newEnv(t)
-	id := ledger.Identity{Deployment: "dep", Token: []byte("0123456789abcdef")}
-	owner := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: "x", Name: "y", UID: "11111111-2222-3333-4444-555555555555"}
-	good := &ledger.Record{Schema: ledger.SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: ledger.Commit(id),
-		Tag: ledger.Tag(owner), CreatedAt: t0, LastCreateAttempt: t0}
-	if err := e.store.Put(t.Context(), good); err != nil {
+	svc := &service{deployment: "dep", tagged: map[string][]string{}}
+	owner := ownerIn(t, e.c, e.users, "victim-of-edits")
+	if _, err := e.l.Create(t.Context(), e.plan(owner), svc, func(context.Context, string) ([]string, error) { return []string{"mine"}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	for name, edit := range map[string]func(d map[string]string){
-		"tag edited":         func(d map[string]string) { d["tag"] = "finale:configmap:someone-else" },
-		"schema from future": func(d map[string]string) { d["schemaVersion"] = "2" },
-		"garbage IDs":        func(d map[string]string) { d["externalIDs"] = "{not json" },
-		"uid moved":          func(d map[string]string) { d["ownerUID"] = "99999999-2222-3333-4444-555555555555" },
-		"no deployment":      func(d map[string]string) { d["deployment"] = "" },
+	victimTag := "finale:role:11111111-2222-3333-4444-555555555555"
+	svc.tagged[victimTag] = []string{"victims-role"}
+	for name, tc := range map[string]struct {
+		edit func(d map[string]string)
+		want error
+	}{
+		"someone else's ID added":  {edit: func(d map[string]string) { d["externalIDs"] = `["mine","victims-role"]` }, want: ledger.ErrUnauthenticated},
+		"owner pointed elsewhere":  {edit: func(d map[string]string) { d["ownerName"] = "a-live-object" }, want: ledger.ErrUnauthenticated},
+		"policy flipped":           {edit: func(d map[string]string) { d["deletionPolicy"] = "Retain" }, want: ledger.ErrUnauthenticated},
+		"MAC copied from another":  {edit: func(d map[string]string) { d["mac"] = strings.Repeat("0", 64) }, want: ledger.ErrUnauthenticated},
+		"tag edited":               {edit: func(d map[string]string) { d["tag"] = victimTag }, want: ledger.ErrInvalidRecord},
+		"schema from the past":     {edit: func(d map[string]string) { d["schemaVersion"] = "1" }, want: ledger.ErrInvalidRecord},
+		"garbage IDs":              {edit: func(d map[string]string) { d["externalIDs"] = "{not json" }, want: ledger.ErrInvalidRecord},
+		"uid moved":                {edit: func(d map[string]string) { d["ownerUID"] = "99999999-2222-3333-4444-555555555555" }, want: ledger.ErrInvalidRecord},
+		"no deployment":            {edit: func(d map[string]string) { d["deployment"] = "" }, want: ledger.ErrInvalidRecord},
+		"connection of a stranger": {edit: func(d map[string]string) { d["connection"] = `{"Kind":"Server","Name":"x","UID":"u"}` }, want: ledger.ErrUnauthenticated},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cm corev1.ConfigMap
@@ -485,7 +530,7 @@ func TestInvalidRecordsAreReportedNotUsed(t *testing.T) {
 				t.Fatal(err)
 			}
 			orig := cm.DeepCopy()
-			edit(cm.Data)
+			tc.edit(cm.Data)
 			if err := e.c.Update(t.Context(), &cm); err != nil {
 				t.Fatal(err)
 			}
@@ -495,31 +540,118 @@ func TestInvalidRecordsAreReportedNotUsed(t *testing.T) {
 					t.Fatal(err)
 				}
 			}()
-			if _, err := e.store.Get(t.Context(), owner.UID); !errors.Is(err, ledger.ErrInvalidRecord) {
-				t.Errorf("Get = %v, want ErrInvalidRecord", err)
+			// A fresh ledger remembers nothing and must read the edit.
+			l := e.ledger(t, e.store)
+			if _, err := l.Get(t.Context(), owner.UID); !errors.Is(err, tc.want) {
+				t.Errorf("Get = %v, want %v", err, tc.want)
 			}
-			p, err := e.store.List(t.Context(), 10, "")
+			p, err := l.List(t.Context(), 10, "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.Records) != 0 || len(p.Invalid) != 1 || p.Invalid[0].Record.Source.Name != cm.Name {
-				t.Errorf("List = %d records, %d invalid; want the record as invalid", len(p.Records), len(p.Invalid))
+			if len(p.Records) != 0 || len(p.Invalid) != 1 || p.Invalid[0].Record.Source.Name != cm.Name || !errors.Is(p.Invalid[0].Err, tc.want) {
+				t.Errorf("List = %d records, %d invalid; want the record as invalid (%v)", len(p.Records), len(p.Invalid), tc.want)
 			}
-			tg := ledger.TargetFuncs{
-				IdentifyFn:  func(context.Context) (ledger.Identity, error) { return id, nil },
-				FindByTagFn: func(context.Context, string) ([]string, error) { return nil, nil },
-				DeleteFn: func(context.Context, string) error {
-					t.Error("Delete called for an invalid record")
-					return nil
-				},
-			}
-			if _, err := e.l.Cleanup(t.Context(), owner.UID, tg); !errors.Is(err, ledger.ErrInvalidRecord) {
+			svc.deleted = nil
+			if _, err := l.Cleanup(t.Context(), owner.UID, svc); !errors.Is(err, ledger.ErrInvalidRecord) {
 				t.Errorf("Cleanup = %v, want ErrInvalidRecord", err)
+			}
+			if len(svc.deleted) > 0 {
+				t.Errorf("deleted %q through an edited record", svc.deleted)
 			}
 			if err := e.c.Get(t.Context(), client.ObjectKeyFromObject(&cm), &cm); err != nil {
 				t.Errorf("invalid record gone: %v", err)
 			}
 		})
+	}
+}
+
+// TestEnsure: a live owner's record follows its policy and connection, and
+// is written again when it vanished out of band.
+func TestEnsure(t *testing.T) {
+	e := newEnv(t)
+	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	owner := ownerIn(t, e.c, e.users, "ensure")
+	role := pgtarget.RandomName("ledger_ensure_")
+	var calls atomic.Int32
+	first, err := e.l.Create(t.Context(), e.plan(owner), tg, createRole(tg, role, &calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing differs: no write.
+	rec, recreated, err := e.l.Ensure(t.Context(), e.plan(owner), tg, []string{role})
+	if err != nil || recreated || rec.Version != first.Version {
+		t.Fatalf("Ensure of a current record = %v, recreated %v, version %s (was %s); want no write", err, recreated, rec.Version, first.Version)
+	}
+	// The spec's policy changed: the record follows.
+	rec, _, err = e.l.Ensure(t.Context(), ledger.Plan{Owner: owner, Policy: ledger.PolicyRetain}, tg, []string{role})
+	if err != nil || rec.Policy != ledger.PolicyRetain {
+		t.Fatalf("Ensure after a policy change = %v, %v; want Retain", rec, err)
+	}
+	// The record is deleted by hand; a reconcile writes it again.
+	if err := e.c.Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.store.Namespace(), Name: ledger.ConfigMapName(owner.UID)}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, recreated, err = e.l.Ensure(t.Context(), ledger.Plan{Owner: owner, Policy: ledger.PolicyRetain}, tg, []string{role})
+	if err != nil || !recreated {
+		t.Fatalf("Ensure of a lost record = %v, recreated %v; want it written again", err, recreated)
+	}
+	if diff := cmp.Diff([]string{role}, rec.ExternalIDs); diff != "" || rec.Policy != ledger.PolicyRetain {
+		t.Errorf("re-written record: IDs (-want +got):\n%s policy %s", diff, rec.Policy)
+	}
+	res, err := e.ledger(t, e.store).Cleanup(t.Context(), owner.UID, tg)
+	if err != nil || !res.Removed {
+		t.Fatalf("cleanup of the re-written record = %+v, %v", res, err)
+	}
+	if ok, _ := tg.RoleExists(t.Context(), role); ok {
+		t.Error("role survives the cleanup of its re-written record")
+	}
+}
+
+// TestAdopt: a record passes only to an object of the same kind, namespace
+// and name, through a connection that proves its deployment, with every
+// resource moved to the new tag before the old record goes.
+func TestAdopt(t *testing.T) {
+	e := newEnv(t)
+	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	old := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.users, Name: "restored", UID: "0ld00000-0000-4000-8000-000000000001"}
+	role := pgtarget.RandomName("ledger_adopt_")
+	var calls atomic.Int32
+	if _, err := e.l.Create(t.Context(), e.plan(old), tg, createRole(tg, role, &calls)); err != nil {
+		t.Fatal(err)
+	}
+	retag := func(ctx context.Context, ids []string, from, to string) error {
+		for _, id := range ids {
+			if err := tg.Exec(ctx, `COMMENT ON ROLE `+id+` IS '`+to+`'`); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	other := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: "another-namespace", Name: "restored", UID: "0e000000-0000-4000-8000-000000000002"}
+	if _, err := e.l.Adopt(t.Context(), old.UID, e.plan(other), tg, retag); !errors.Is(err, ledger.ErrNotAdoptable) {
+		t.Fatalf("adoption from another namespace = %v, want ErrNotAdoptable", err)
+	}
+	b, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	if _, err := e.l.Create(t.Context(), e.plan(ownerIn(t, e.c, e.users, "b-enrolled")), b, func(context.Context, string) ([]string, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	renewed := ownerIn(t, e.c, e.users, "restored")
+	if _, err := e.l.Adopt(t.Context(), old.UID, e.plan(renewed), b, retag); !errors.Is(err, ledger.ErrNotProven) {
+		t.Fatalf("adoption through another deployment = %v, want ErrNotProven", err)
+	}
+	rec, err := e.l.Adopt(t.Context(), old.UID, e.plan(renewed), tg, retag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{role}, rec.ExternalIDs); diff != "" || rec.Owner.UID != renewed.UID {
+		t.Errorf("adopted record for %s, IDs (-want +got):\n%s", rec.Owner, diff)
+	}
+	if tagged, _ := tg.FindByTag(t.Context(), ledger.Tag(renewed)); !cmp.Equal(tagged, []string{role}) {
+		t.Errorf("roles carrying the new tag: %q", tagged)
+	}
+	if _, err := e.l.Get(t.Context(), old.UID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("old record after adoption: %v, want ErrNotFound", err)
 	}
 }
 
@@ -539,26 +671,102 @@ func TestNewConfigMapStoreNamespace(t *testing.T) {
 	}
 }
 
-func TestCommitmentIsAProof(t *testing.T) {
-	id := ledger.Identity{Deployment: "dep", Token: []byte("0123456789abcdef")}
-	c := ledger.Commit(id)
+func TestNewRequiresAKey(t *testing.T) {
+	store := &failPuts{}
+	if _, err := ledger.New(store, ledger.Options{}); !errors.Is(err, ledger.ErrKey) {
+		t.Errorf("New without a key = %v, want ErrKey", err)
+	}
+	if _, err := ledger.NewKey([]byte("short")); !errors.Is(err, ledger.ErrKey) {
+		t.Errorf("NewKey(short) = %v, want ErrKey", err)
+	}
+	k := ledger.GenerateKey()
+	if strings.Contains(k.String(), k.Token("")) || strings.Contains(k.GoString(), "0x") {
+		t.Error("Key formatting shows key material")
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	c := testenv.Client(t, testenv.Scheme())
+	ns := testenv.Namespace(t, c)
+	k1, err := ledger.LoadKey(t.Context(), c, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := ledger.LoadKey(t.Context(), c, ns, "")
+	if err != nil || k1.ID() != k2.ID() {
+		t.Fatalf("second LoadKey = %v, id %s vs %s; want the same key", err, k2.ID(), k1.ID())
+	}
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken"}, Data: map[string][]byte{ledger.KeySecretKey: []byte("short")}}
+	if err := c.Create(t.Context(), bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.LoadKey(t.Context(), c, ns, "broken"); !errors.Is(err, ledger.ErrKey) || !strings.Contains(err.Error(), "restore") {
+		t.Errorf("LoadKey of a broken Secret = %v, want ErrKey saying to restore it", err)
+	}
+	var s corev1.Secret
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(bad), &s); err != nil || string(s.Data[ledger.KeySecretKey]) != "short" {
+		t.Error("LoadKey replaced a Secret it could not use")
+	}
+}
+
+// TestProofVerification is the pure decision: which answers prove a
+// deployment. Each case answers the ledger's fresh question in its own way.
+func TestProofVerification(t *testing.T) {
+	key, other := ledger.GenerateKey(), ledger.GenerateKey()
+	tagged := []string{"b", "a"}
+	genuine := func(q ledger.Question) ledger.Answer {
+		return ledger.Answer{Deployment: "dep", Salt: "salt-1", Tagged: tagged, Response: ledger.Respond(key.Token("salt-1"), q, "dep", "salt-1", tagged)}
+	}
+	rec := &ledger.Record{Owner: ledger.Owner{Kind: "Role", Name: "r"}, Deployment: "dep", Salt: "salt-1"}
 	for name, tc := range map[string]struct {
-		id   ledger.Identity
-		want bool
+		answer func(q ledger.Question) ledger.Answer
+		want   bool
 	}{
-		"genuine":                {id: id, want: true},
-		"claims ID, wrong token": {id: ledger.Identity{Deployment: "dep", Token: []byte("fedcba9876543210")}, want: false},
-		"replays the commitment": {id: ledger.Identity{Deployment: "dep", Token: []byte(c)}, want: false},
-		"claims ID, no token":    {id: ledger.Identity{Deployment: "dep"}, want: false},
-		"right token, other ID":  {id: ledger.Identity{Deployment: "dep2", Token: id.Token}, want: false},
+		"genuine": {answer: genuine, want: true},
+		"the tagged list shortened on the way": {answer: func(q ledger.Question) ledger.Answer {
+			a := genuine(q)
+			a.Tagged = []string{"a"}
+			return a
+		}},
+		"the tagged list emptied on the way": {answer: func(q ledger.Question) ledger.Answer {
+			a := genuine(q)
+			a.Tagged = nil
+			return a
+		}},
+		"another deployment's ID": {answer: func(q ledger.Question) ledger.Answer {
+			return ledger.Answer{Deployment: "dep2", Salt: "salt-1", Response: ledger.Respond(key.Token("salt-1"), q, "dep2", "salt-1", nil)}
+		}},
+		"another sentinel": {answer: func(q ledger.Question) ledger.Answer {
+			return ledger.Answer{Deployment: "dep", Salt: "salt-2", Response: ledger.Respond(key.Token("salt-2"), q, "dep", "salt-2", nil)}
+		}},
+		"a reply to another challenge": {answer: func(q ledger.Question) ledger.Answer {
+			old := q
+			old.Challenge = "seen-before"
+			return genuine(old)
+		}},
+		"a sentinel made by another key": {answer: func(q ledger.Question) ledger.Answer {
+			return ledger.Answer{Deployment: "dep", Salt: "salt-1", Response: ledger.Respond(other.Token("salt-1"), q, "dep", "salt-1", nil)}
+		}},
+		"no response": {answer: func(ledger.Question) ledger.Answer { return ledger.Answer{Deployment: "dep", Salt: "salt-1"} }},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, ledger.Proves(tc.id, "dep", c)); diff != "" {
-				t.Errorf("Proves (-want +got):\n%s", diff)
+			l, err := ledger.New(&failPuts{}, ledger.Options{Key: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.Prove(t.Context(), rec, ledger.ProverFunc(func(_ context.Context, q ledger.Question) (ledger.Answer, error) {
+				return tc.answer(q), nil
+			}))
+			if diff := cmp.Diff(tc.want, err == nil); diff != "" {
+				t.Errorf("proves (-want +got):\n%s (err %v)", diff, err)
+			}
+			if err != nil && !errors.Is(err, ledger.ErrNotProven) {
+				t.Errorf("err = %v, want ErrNotProven", err)
 			}
 		})
 	}
-	if strings.Contains(id.String(), string(id.Token)) || strings.Contains(id.GoString(), string(id.Token)) {
-		t.Error("Identity formatting leaks the token")
+	q := ledger.Question{KeyID: "k", Challenge: "c", Tag: "t"}
+	if ledger.ResponseMessage("t", q, "d", "s", []string{"b", "a"}) != ledger.ResponseMessage("t", q, "d", "s", []string{"a", "b"}) {
+		t.Error("the response depends on the order the service lists IDs in")
 	}
 }

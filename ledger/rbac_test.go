@@ -124,10 +124,8 @@ func TestOnlyTheOperatorWritesRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := ledger.Identity{Deployment: "dep", Token: []byte("0123456789abcdef")}
 	owner := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: userNS, Name: "o", UID: "aaaaaaaa-0000-0000-0000-000000000001"}
-	rec := &ledger.Record{Schema: ledger.SchemaVersion, Owner: owner, Deployment: id.Deployment, Proof: ledger.Commit(id),
-		Tag: ledger.Tag(owner), CreatedAt: t0, LastCreateAttempt: t0}
+	rec := plainRecord(owner)
 	err = controlplane.WaitFor(t.Context(), 30*time.Second, "operator to create a record", func(ctx context.Context) (bool, error) {
 		err := store.Put(ctx, rec)
 		if apierrors.IsForbidden(err) {

@@ -1,9 +1,7 @@
 package ledger
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +15,7 @@ import (
 
 // SchemaVersion is the record layout this package writes. A record with any
 // other version is invalid to this code: reported, never acted on.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // TagPrefix starts every ownership tag.
 const TagPrefix = "finale:"
@@ -75,61 +73,68 @@ func Tag(owner Owner) string {
 	return TagPrefix + strings.ToLower(owner.Kind) + ":" + string(owner.UID)
 }
 
-// Identity is what a connection reports about the external deployment it
-// reaches, read live. Deployment is a stable identifier the service keeps in
-// its own data (never a URL or a user-chosen name). Token is the secret held by
-// the deployment's sentinel: it proves the deployment, it is never stored in a
-// record (only Commit(Identity) is), and it must never be logged.
-type Identity struct {
-	Deployment string
-	Token      []byte
+// Policy says what happens to an owner's external resources when the owner
+// goes: the same values as a managed kind's Spec.DeletionPolicy.
+type Policy string
+
+// Policies.
+const (
+	// PolicyDelete: the resources are deleted, by the owner's finalizer or,
+	// when the owner went without it, by the sweeper.
+	PolicyDelete Policy = "Delete"
+	// PolicyRetain: the resources stay. The sweeper never deletes them; it
+	// forgets the record and reports that it did.
+	PolicyRetain Policy = "Retain"
+)
+
+func (p Policy) valid() bool { return p == PolicyDelete || p == PolicyRetain }
+
+// ConnectionRef names the connection object (a Server, say) through which
+// an owner's resources were created. The sweeper uses only that object, if
+// it still exists with this UID, or connections an admin designated: never
+// just any connection that proves the deployment.
+type ConnectionRef struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+	UID        types.UID
 }
 
-// String redacts the token so that an Identity can be logged.
-func (id Identity) String() string { return "deployment " + id.Deployment + " (token redacted)" }
-
-// GoString redacts the token from %#v too.
-func (id Identity) GoString() string { return id.String() }
-
-// Commit returns the commitment to id stored in records: a SHA-256 over the
-// deployment and the token. Knowing it does not let anyone produce the token.
-func Commit(id Identity) string {
-	h := sha256.New()
-	h.Write([]byte("finale-deployment-proof/v1\x00"))
-	h.Write([]byte(id.Deployment))
-	h.Write([]byte{0})
-	h.Write(id.Token)
-	return hex.EncodeToString(h.Sum(nil))
+func (c *ConnectionRef) String() string {
+	if c == nil {
+		return "none"
+	}
+	if c.Namespace == "" {
+		return fmt.Sprintf("%s %s (uid %s)", c.Kind, c.Name, c.UID)
+	}
+	return fmt.Sprintf("%s %s/%s (uid %s)", c.Kind, c.Namespace, c.Name, c.UID)
 }
 
-// Proves reports whether id is the deployment a record with this deployment
-// and commitment was written in.
-func Proves(id Identity, deployment, commitment string) bool {
-	if id.Deployment != deployment || len(id.Token) == 0 {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(Commit(id)), []byte(commitment)) == 1
-}
-
-func (id Identity) validate() error {
-	if id.Deployment == "" {
-		return fmt.Errorf("%w: empty deployment", ErrInvalidIdentity)
-	}
-	if len(id.Token) < 16 {
-		return fmt.Errorf("%w: deployment %s: proof token shorter than 16 bytes", ErrInvalidIdentity, id.Deployment)
-	}
-	return nil
+// GroupVersionKind is the connection object's kind.
+func (c *ConnectionRef) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(c.APIVersion, c.Kind)
 }
 
 // Record is one cleanup record: what exists, or may exist, outside the cluster
-// on behalf of Owner. It holds no secret.
+// on behalf of Owner. It holds no secret. The ledger signs it (MAC) with the
+// operator's key; a record whose MAC does not verify was not written by this
+// operator and is never acted on.
 type Record struct {
 	Schema int
 	Owner  Owner
-	// Deployment identifies the external deployment the resources live in.
+	// Policy is the owner's deletion policy, kept up to date by the owner's
+	// reconciler.
+	Policy Policy
+	// Via is the connection object the resources were created through; nil
+	// for kinds without one.
+	Via *ConnectionRef
+	// Deployment identifies the external deployment the resources live in,
+	// as the deployment itself reported it.
 	Deployment string
-	// Proof is Commit of the deployment's identity at the first write.
-	Proof string
+	// Salt is the deployment's sentinel salt: with the operator's key it
+	// gives the token only the genuine deployment holds.
+	Salt string
 	// Tag is Tag(Owner), put on every external resource.
 	Tag string
 	// ExternalIDs are the exact IDs the deployment returned; only ever grown.
@@ -138,12 +143,33 @@ type Record struct {
 	// LastCreateAttempt is when a create was last about to be called; the
 	// sweeper's settle window counts from it.
 	LastCreateAttempt time.Time
+	// MAC authenticates every field above; set by the ledger.
+	MAC string
 
 	// Version is the store's optimistic-concurrency token (the ConfigMap's
 	// resourceVersion); empty for a record never stored.
 	Version string
 	// Source locates the stored record, for Events; set by the store.
 	Source *corev1.ObjectReference
+}
+
+// signed is what the MAC covers, in a fixed order and encoding.
+func (r *Record) signed() string {
+	ids := r.ExternalIDs
+	if ids == nil {
+		ids = []string{} // as a stored record decodes
+	}
+	b, _ := json.Marshal(struct {
+		Schema                       int
+		Owner                        Owner
+		Policy                       Policy
+		Via                          *ConnectionRef
+		Deployment, Salt, Tag        string
+		ExternalIDs                  []string
+		CreatedAt, LastCreateAttempt string
+	}{r.Schema, r.Owner, r.Policy, r.Via, r.Deployment, r.Salt, r.Tag, ids,
+		r.CreatedAt.UTC().Format(time.RFC3339Nano), r.LastCreateAttempt.UTC().Format(time.RFC3339Nano)})
+	return string(b)
 }
 
 // Check reports whether r is internally consistent: a record that is not is
@@ -159,8 +185,14 @@ func (r *Record) Check() error {
 	if r.Deployment == "" {
 		errs = append(errs, errors.New("no deployment"))
 	}
-	if len(r.Proof) != sha256.Size*2 {
-		errs = append(errs, errors.New("proof is not a SHA-256 commitment"))
+	if r.Salt == "" {
+		errs = append(errs, errors.New("no deployment salt"))
+	}
+	if !r.Policy.valid() {
+		errs = append(errs, fmt.Errorf("deletion policy %q is neither %s nor %s", r.Policy, PolicyDelete, PolicyRetain))
+	}
+	if r.Via != nil && (r.Via.Kind == "" || r.Via.Name == "" || r.Via.UID == "") {
+		errs = append(errs, errors.New("connection reference lacks kind, name or uid"))
 	}
 	if want := Tag(r.Owner); r.Tag != want {
 		errs = append(errs, fmt.Errorf("tag %q does not match owner (want %q)", r.Tag, want))
@@ -196,6 +228,10 @@ func (r *Record) DeepCopy() *Record {
 		s := *r.Source
 		c.Source = &s
 	}
+	if r.Via != nil {
+		v := *r.Via
+		c.Via = &v
+	}
 	return &c
 }
 
@@ -209,4 +245,18 @@ func (r *Record) merge(ids []string) bool {
 		}
 	}
 	return changed
+}
+
+// ParseTag splits an ownership tag into the owner's lower-case kind and
+// UID; ok is false for anything Tag cannot have produced.
+func ParseTag(tag string) (kind string, uid types.UID, ok bool) {
+	rest, found := strings.CutPrefix(tag, TagPrefix)
+	if !found {
+		return "", "", false
+	}
+	kind, u, found := strings.Cut(rest, ":")
+	if !found || kind == "" || u == "" || kind != strings.ToLower(kind) || strings.ContainsAny(u, ": \t\n") || strings.ContainsAny(kind, " \t\n") {
+		return "", "", false
+	}
+	return kind, types.UID(u), true
 }

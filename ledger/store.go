@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -23,6 +24,12 @@ var (
 	// ErrNotProven: the connection is not, or could not prove it is, the
 	// record's deployment. Nothing was created or removed.
 	ErrNotProven = errors.New("ledger: connection does not prove the record's deployment")
+	// ErrUnauthenticated: a stored record's MAC does not verify with this
+	// operator's key: it was edited, forged, or written by another key. It
+	// wraps ErrInvalidRecord: never acted on, never deleted.
+	ErrUnauthenticated = fmt.Errorf("%w: not signed by this operator's key", ErrInvalidRecord)
+	// ErrNotAdoptable: a record cannot pass to the object that claims it.
+	ErrNotAdoptable = errors.New("ledger: record not adoptable")
 	// ErrRecordWrite: the write-ahead record could not be written, so the
 	// create was not called.
 	ErrRecordWrite = errors.New("ledger: cleanup record not written, create not attempted")

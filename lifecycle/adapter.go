@@ -37,8 +37,12 @@ type Adapter[O client.Object, K comparable, C any] interface {
 	// Connect reads what obj references and returns the pool key and the
 	// parent (nil Parent, nil error when the parent is gone).
 	Connect(ctx context.Context, obj O) (Connection[K], error)
-	// Identify reads the identity of the deployment c reaches, live.
-	Identify(ctx context.Context, c C) (ledger.Identity, error)
+	// Prove answers q from inside the deployment c reaches, with one round
+	// trip: its identity, its sentinel for q.KeyID (enrolled first when
+	// q.Enroll is set and there is none), the IDs carrying q.Tag, and the
+	// response computed where the sentinel's token is stored (see
+	// ledger.Respond). Never from a cache.
+	Prove(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error)
 	// Observe finds the resources that carry tag and whether they match
 	// obj's spec. A resource with obj's name but another tag is someone
 	// else's: return an error (see NeedsAction), never adopt it.
@@ -48,17 +52,20 @@ type Adapter[O client.Object, K comparable, C any] interface {
 	// Update brings the resource with id (carrying tag) in line with obj's
 	// spec.
 	Update(ctx context.Context, c C, obj O, id, tag string) error
-	// Delete deletes the resource with id if it carries tag; a resource
-	// already gone is success (nil).
-	Delete(ctx context.Context, c C, obj O, id, tag string) error
+	// Delete deletes the resource with id only if it carries tag. No
+	// resource with id carrying tag (gone, never made, someone else's) is
+	// success (nil). It gets no object: the sweeper calls it for owners
+	// that are gone, with what the record holds.
+	Delete(ctx context.Context, c C, id, tag string) error
 }
 
 // Declarer is an optional extension of Adapter for kinds whose external ID
 // is known before the create (a name taken from the spec, say). The
 // reconciler then writes the ID into the cleanup record with the write that
-// precedes the create (ledger.Ledger.CreateDeclared), so a create that
-// returns that ID needs no second record write; a create that returns
-// another ID still gets it recorded.
+// precedes the create, so a create that returns that ID needs no second
+// record write, and a create interrupted before it could tag the resource
+// still leaves a record naming it. A create that returns another ID still
+// gets it recorded.
 //
 // Declare only an ID whose Delete checks the ownership tag (or that is
 // unique to obj): a recorded ID is deleted even when the create never made
@@ -69,26 +76,31 @@ type Declarer[O client.Object] interface {
 	DeclareID(obj O, tag string) (id string, ok bool)
 }
 
-// TagFinder is an optional extension of Adapter: the IDs of the resources
-// carrying tag, without what Observe also reads to compare them with the
-// spec. The ledger's lookups by tag (before a create, before and after a
-// delete) use it when the adapter has it, saving that read; otherwise they
-// call Observe.
-type TagFinder[C any] interface {
-	// FindByTag returns the exact IDs of the resources carrying tag, none
-	// when there is none (the IDs Observe would return).
-	FindByTag(ctx context.Context, c C, tag string) ([]string, error)
+// Retagger is an optional extension of Adapter that lets an object adopt
+// the resources of a previous object of the same kind, namespace and name
+// (restored from a backup, re-created by GitOps): it moves the resource
+// with id from tag from to tag to, and does nothing to a resource that
+// carries neither. Without it such an object reports AdoptionUnsupported.
+type Retagger[C any] interface {
+	Retag(ctx context.Context, c C, id, from, to string) error
+}
+
+// ParentConnector is an optional extension of Adapter: the pool key of a
+// parent object itself, for the sweeper, which has no managed object to
+// Connect from (its owner is gone). Reconciler.SweepTargets needs it.
+type ParentConnector[K comparable] interface {
+	ConnectParent(ctx context.Context, parent client.Object) (K, error)
 }
 
 // AdapterFuncs adapts functions to Adapter. It implements Declarer too:
 // with DeclareIDFn nil it declares nothing.
 type AdapterFuncs[O client.Object, K comparable, C any] struct {
 	ConnectFn   func(ctx context.Context, obj O) (Connection[K], error)
-	IdentifyFn  func(ctx context.Context, c C) (ledger.Identity, error)
+	ProveFn     func(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error)
 	ObserveFn   func(ctx context.Context, c C, obj O, tag string) (Observation, error)
 	CreateFn    func(ctx context.Context, c C, obj O, tag string) (string, error)
 	UpdateFn    func(ctx context.Context, c C, obj O, id, tag string) error
-	DeleteFn    func(ctx context.Context, c C, obj O, id, tag string) error
+	DeleteFn    func(ctx context.Context, c C, id, tag string) error
 	DeclareIDFn func(obj O, tag string) (string, bool)
 }
 
@@ -105,9 +117,9 @@ func (f AdapterFuncs[O, K, C]) Connect(ctx context.Context, obj O) (Connection[K
 	return f.ConnectFn(ctx, obj)
 }
 
-// Identify calls IdentifyFn.
-func (f AdapterFuncs[O, K, C]) Identify(ctx context.Context, c C) (ledger.Identity, error) {
-	return f.IdentifyFn(ctx, c)
+// Prove calls ProveFn.
+func (f AdapterFuncs[O, K, C]) Prove(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error) {
+	return f.ProveFn(ctx, c, q)
 }
 
 // Observe calls ObserveFn.
@@ -126,8 +138,8 @@ func (f AdapterFuncs[O, K, C]) Update(ctx context.Context, c C, obj O, id, tag s
 }
 
 // Delete calls DeleteFn.
-func (f AdapterFuncs[O, K, C]) Delete(ctx context.Context, c C, obj O, id, tag string) error {
-	return f.DeleteFn(ctx, c, obj, id, tag)
+func (f AdapterFuncs[O, K, C]) Delete(ctx context.Context, c C, id, tag string) error {
+	return f.DeleteFn(ctx, c, id, tag)
 }
 
 // Pool runs a call with the pooled client for a key.

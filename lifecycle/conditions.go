@@ -11,19 +11,27 @@ const (
 
 // Condition and Event reasons.
 const (
-	ReasonAvailable        = "Available"
-	ReasonCreating         = "Creating"
-	ReasonDeleting         = "Deleting"
-	ReasonReconcileSuccess = "ReconcileSuccess"
-	ReasonReconcileError   = "ReconcileError"
-	ReasonParentNotFound   = "ParentNotFound"
-	ReasonWaitingForHold   = "WaitingForParentHold"
-	ReasonRecordFailed     = "CleanupRecordFailed"
-	ReasonDeleteFailed     = "DeleteFailed"
-	ReasonDeleted          = "Deleted"
-	ReasonRetained         = "Retained"
-	ReasonCreated          = "Created"
-	ReasonAdopted          = "Adopted"
+	ReasonAvailable           = "Available"
+	ReasonCreating            = "Creating"
+	ReasonDeleting            = "Deleting"
+	ReasonReconcileSuccess    = "ReconcileSuccess"
+	ReasonReconcileError      = "ReconcileError"
+	ReasonParentNotFound      = "ParentNotFound"
+	ReasonWaitingForHold      = "WaitingForParentHold"
+	ReasonRecordFailed        = "CleanupRecordFailed"
+	ReasonRecordInvalid       = "CleanupRecordInvalid"
+	ReasonRecordRecreated     = "CleanupRecordRecreated"
+	ReasonNotProven           = "DeploymentNotProven"
+	ReasonDeleteFailed        = "DeleteFailed"
+	ReasonDeleted             = "Deleted"
+	ReasonNothingCreated      = "NothingCreated"
+	ReasonRetained            = "Retained"
+	ReasonCreated             = "Created"
+	ReasonAdopted             = "Adopted"
+	ReasonAdoptedFrom         = "AdoptedFromPrevious"
+	ReasonAdoptionRefused     = "AdoptionRefused"
+	ReasonAdoptionUnsupported = "AdoptionUnsupported"
+	ReasonReleased            = "ReleasedWithoutDelete"
 )
 
 // Event actions (events.k8s.io/v1 requires one).
@@ -33,20 +41,41 @@ const (
 	ActionDelete    = "Delete"
 )
 
-// Messages. Those with verbs are format strings.
+// Messages. Those with verbs are format strings. None carries an error's
+// text: status and Events are readable by every user of the namespace, and
+// an error from a dial says what answers where (a port scanner). The error
+// itself goes to the operator's log.
 const (
-	MessageAvailable     = "the external resource exists and matches the spec"
-	MessageSynced        = "the last reconcile applied the spec"
-	MessageCreating      = "the external resource does not exist yet"
-	MessageDeleting      = "deleting the external resource"
-	MessageParentMissing = "the object this one references (its connection) does not exist: create it or fix the reference; nothing is created until it exists"
-	MessageWaitingHold   = "waiting until %s %q carries its deletion hold, so that it cannot go before this object's cleanup; if this lasts, check that the hold controller runs"
-	MessageRecordFailed  = "the cleanup record could not be written, so nothing was created (no record, no create); retrying: %v"
-	MessageError         = "%s error, retrying: %v"
-	MessageDeleteFailed  = "%s error while deleting the external resource, retrying: %v"
-	MessageNeedsAction   = "%v"
-	MessageCreated       = "created the external resource %s"
-	MessageAdopted       = "adopted %s, which already carries this object's ownership tag (an earlier create whose answer was lost)"
-	MessageDeleted       = "deleted the external resource and removed the cleanup record"
-	MessageRetained      = "deletion policy Retain: the external resource stays, with its ownership tag; the cleanup record was removed"
+	MessageAvailable       = "the external resource exists and matches the spec"
+	MessageSynced          = "the last reconcile applied the spec"
+	MessageCreating        = "the external resource does not exist yet"
+	MessageDeleting        = "deleting the external resource"
+	MessageParentMissing   = "the object this one references (its connection) does not exist: create it or fix the reference; nothing is created until it exists"
+	MessageWaitingHold     = "waiting until %s %q carries its deletion hold, so that it cannot go before this object's cleanup; if this lasts, check that the hold controller runs"
+	MessageRecordFailed    = "the cleanup record could not be written (%s error), so nothing was created (no record, no create); retrying with backoff, details in the operator's log"
+	MessageRecordInvalid   = "this object's cleanup record is invalid or not signed by this operator (edited by hand?): nothing is created or deleted until an admin inspects it in the operator's namespace and deletes it; the operator then writes it again"
+	MessageRecordRecreated = "the cleanup record of this object was missing (deleted out of band) and has been written again"
+	MessageNotProven       = "the connection does not prove the deployment this object's cleanup record names (another server or database, a copy of it, or a re-created sentinel): point the connection back at that deployment; details in the operator's log"
+	MessageError           = "%s error, retrying with backoff; details in the operator's log"
+	MessageDeleteFailed    = "%s error while deleting the external resource, retrying with backoff; details in the operator's log"
+	MessageNeedsAction     = "%v"
+	MessageCreated         = "created the external resource %s"
+	MessageAdopted         = "adopted %s, which already carries this object's ownership tag (an earlier create whose answer was lost)"
+	MessageAdoptedFrom     = "adopted the external resources %q of the previous object with this kind, namespace and name (uid %s), and their cleanup record"
+	MessageAdoptionRefused = "annotation " + AnnotationUID + " claims the resources of uid %s, which this object may not adopt (no cleanup record of an object with this kind, namespace and name and that uid, or its deployment is not the one this connection reaches): remove the annotation or fix it"
+	MessageAdoptionUnsup   = "annotation " + AnnotationUID + " claims the resources of uid %s, but this kind cannot move resources to a new owner: remove the annotation"
+	MessageDeleted         = "deleted the external resource and removed the cleanup record"
+	MessageNothingCreated  = "deleted at once: nothing was created outside the cluster (no cleanup record)"
+	MessageRetained        = "deletion policy Retain: the external resource stays, with its ownership tag; the cleanup record was removed"
+	MessageReleased        = "released without deleting the external resource: the hold on %s %q ended and the delete could not be done; the cleanup record stays for the sweeper"
 )
+
+// AnnotationUID is the annotation that ties an object to the UID its
+// external resources are recorded under. The reconciler sets it to the
+// object's own UID with the cleanup finalizer. An object whose annotation
+// names another UID (restored from a backup, which keeps annotations but
+// not UIDs, or written so by hand in a GitOps manifest) claims the
+// resources and cleanup record of that UID: it adopts them if the record
+// is of the same kind, namespace and name and its owner is gone. That is
+// the only way resources pass from one object to another.
+const AnnotationUID = "finale.dev/uid"

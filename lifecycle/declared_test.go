@@ -24,21 +24,21 @@ func (p *puts) Put(ctx context.Context, r *ledger.Record) error {
 	return p.Store.Put(ctx, r)
 }
 
-// finder is the tiny adapter plus TagFinder, counting which of the two
-// lookups the reconciler and the ledger use.
-type finder struct {
+// counting is the tiny adapter, counting the lookups and proofs the
+// reconciler and the ledger make.
+type counting struct {
 	lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target]
-	observes, finds atomic.Int32
+	observes, proofs atomic.Int32
 }
 
-func (f *finder) Observe(ctx context.Context, t *pgtarget.Target, w *Widget, tag string) (lifecycle.Observation, error) {
+func (f *counting) Observe(ctx context.Context, t *pgtarget.Target, w *Widget, tag string) (lifecycle.Observation, error) {
 	f.observes.Add(1)
 	return f.AdapterFuncs.Observe(ctx, t, w, tag)
 }
 
-func (f *finder) FindByTag(ctx context.Context, t *pgtarget.Target, tag string) ([]string, error) {
-	f.finds.Add(1)
-	return t.FindByTag(ctx, tag)
+func (f *counting) Prove(ctx context.Context, t *pgtarget.Target, q ledger.Question) (ledger.Answer, error) {
+	f.proofs.Add(1)
+	return f.AdapterFuncs.Prove(ctx, t, q)
 }
 
 // An adapter that declares its ID gets it into the record before the
@@ -85,7 +85,7 @@ func TestDeclaredIDs(t *testing.T) {
 				return nil
 			}
 			r, err := lifecycle.New(e.c, func() *Widget { return &Widget{} }, a, e.pool,
-				lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: ledgerOn(store)})
+				lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: ledgerOn(store), Skip: lifecycle.SkipHold | lifecycle.SkipWatchdog})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,23 +122,22 @@ func TestDeclaredIDs(t *testing.T) {
 	}
 }
 
-// The ledger's lookups by tag go through TagFinder when the adapter has
-// it: Observe runs only where the reconciler needs the comparison with the
-// spec.
-func TestTagFinderServesTheLedgersLookups(t *testing.T) {
+// The round trips of a lifecycle: a create observes once and proves once
+// (the proof also lists what carries the tag, so the ledger needs no lookup
+// of its own); a delete proves before and after deleting and observes
+// nothing.
+func TestRoundTripsPerLifecycle(t *testing.T) {
 	e := newEnv(t, nil)
-	f := &finder{AdapterFuncs: e.adapter().(lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target])}
+	f := &counting{AdapterFuncs: e.adapter().(lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target])}
 	r, err := lifecycle.New(e.c, func() *Widget { return &Widget{} }, lifecycle.Adapter[*Widget, string, *pgtarget.Target](f), e.pool,
-		lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: e.led})
+		lifecycle.Options{Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: e.led, Skip: lifecycle.SkipHold | lifecycle.SkipWatchdog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := e.widget("f", "")
 	reconcileOnce(t, r, w)
-	// Create: the reconciler observes once; the ledger looks once more,
-	// after writing the record.
-	if diff := cmp.Diff([2]int32{1, 1}, [2]int32{f.observes.Load(), f.finds.Load()}); diff != "" {
-		t.Errorf("create: [observes finds] (-want +got):\n%s", diff)
+	if diff := cmp.Diff([2]int32{1, 1}, [2]int32{f.observes.Load(), f.proofs.Load()}); diff != "" {
+		t.Errorf("create: [observes proofs] (-want +got):\n%s", diff)
 	}
 	uid := e.get(w).UID
 	if err := e.c.Delete(t.Context(), w); err != nil {
@@ -148,9 +147,8 @@ func TestTagFinderServesTheLedgersLookups(t *testing.T) {
 	if err := waitGone(t, e, w); err != nil {
 		t.Fatal(err)
 	}
-	// Delete: the ledger looks before and after deleting; no Observe.
-	if diff := cmp.Diff([2]int32{1, 3}, [2]int32{f.observes.Load(), f.finds.Load()}); diff != "" {
-		t.Errorf("after delete: [observes finds] (-want +got):\n%s", diff)
+	if diff := cmp.Diff([2]int32{1, 3}, [2]int32{f.observes.Load(), f.proofs.Load()}); diff != "" {
+		t.Errorf("after delete: [observes proofs] (-want +got):\n%s", diff)
 	}
 	if e.roleExists(w.Spec.RoleName) || e.record(uid) != nil {
 		t.Error("role or record left after the deletion")

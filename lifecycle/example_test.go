@@ -31,8 +31,20 @@ func Example() {
 		ConnectFn: func(_ context.Context, w *Widget) (lifecycle.Connection[string], error) {
 			return lifecycle.Connection[string]{Key: "default", Parent: &corev1.ConfigMap{}}, nil
 		},
-		IdentifyFn: func(context.Context, buckets) (ledger.Identity, error) {
-			return ledger.Identity{Deployment: "example", Token: []byte("0123456789abcdef")}, nil
+		// A service computes the answer where it keeps its sentinel token;
+		// this one keeps it in memory (see ledger.Respond).
+		ProveFn: func(_ context.Context, b buckets, q ledger.Question) (ledger.Answer, error) {
+			if q.Enroll != nil && b["sentinel"] == "" {
+				b["sentinel"], b["salt"] = q.Enroll.Token, q.Enroll.Salt
+			}
+			a := ledger.Answer{Deployment: "example", Salt: b["salt"]}
+			for name, t := range b {
+				if q.Tag != "" && t == q.Tag {
+					a.Tagged = append(a.Tagged, name)
+				}
+			}
+			a.Response = ledger.Respond(b["sentinel"], q, a.Deployment, a.Salt, a.Tagged)
+			return a, nil
 		},
 		ObserveFn: func(_ context.Context, b buckets, _ *Widget, tag string) (lifecycle.Observation, error) {
 			var ids []string
@@ -48,8 +60,10 @@ func Example() {
 			return w.Spec.RoleName, nil
 		},
 		UpdateFn: func(context.Context, buckets, *Widget, string, string) error { return nil },
-		DeleteFn: func(_ context.Context, b buckets, _ *Widget, id, _ string) error {
-			delete(b, id)
+		DeleteFn: func(_ context.Context, b buckets, id, tag string) error {
+			if b[id] == tag { // only what carries the tag
+				delete(b, id)
+			}
 			return nil
 		},
 	}
@@ -59,8 +73,10 @@ func Example() {
 	_, err := lifecycle.New(c, func() *Widget { return &Widget{} }, adapter, poolOf[buckets]{store}, lifecycle.Options{
 		Finalizer: "example.com/cleanup",
 		Scheme:    s,
-		// Ledger, Hold and Watchdog switch the guarantees on; see the
-		// reference operator in examples/postgres/controller.
+		// In an operator, pass Ledger, Hold and Watchdog (see the reference
+		// operator in examples/postgres/controller). Leaving one out is a
+		// choice New wants named.
+		Skip: lifecycle.Unprotected,
 	})
 	fmt.Println(err)
 	// Output: <nil>

@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -82,16 +83,20 @@ func TestNoCreateUntilParentHeld(t *testing.T) {
 	}
 }
 
-// While the parent is deleting and held, the dependent deletes through it;
-// once the hold is over (the injected clock passes its end) a dependent is
-// released without its delete, and its record stays for the sweeper.
+// While the parent is deleting and held, the dependent deletes through it.
+// Once the hold is over (the injected clock passes its end: an operator
+// that was down past it) the delete is still tried first while the parent
+// is there, and only a delete that cannot succeed releases the dependent
+// without it, its record left for the sweeper.
 func TestDeletionWithinAndAfterTheHold(t *testing.T) {
 	cases := map[string]struct {
 		advance     time.Duration
+		broken      bool // the service refuses every delete
 		wantDropped bool
 	}{
-		"within the hold":    {advance: 30 * time.Second, wantDropped: true},
-		"after the hold end": {advance: 2 * time.Minute, wantDropped: false},
+		"within the hold":                       {advance: 30 * time.Second, wantDropped: true},
+		"after the hold end, service reachable": {advance: 2 * time.Minute, wantDropped: true},
+		"after the hold end, delete failing":    {advance: 2 * time.Minute, broken: true, wantDropped: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -114,6 +119,9 @@ func TestDeletionWithinAndAfterTheHold(t *testing.T) {
 			e.holdParentAlive(t, r, w)
 			uid := e.get(w).UID
 			clk.Step(tc.advance)
+			if tc.broken {
+				e.deleteErr = func() error { return errors.New("connection reset by peer") }
+			}
 			if err := e.c.Delete(t.Context(), w); err != nil {
 				t.Fatal(err)
 			}

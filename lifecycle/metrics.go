@@ -12,6 +12,11 @@ const (
 	OutcomeDeleted  = "deleted"
 	OutcomeRetained = "retained"
 	OutcomeReleased = "released_without_delete"
+	// OutcomeAdoptedFrom: resources and record taken over from a previous
+	// object of the same kind, namespace and name.
+	OutcomeAdoptedFrom = "adopted_from_previous"
+	// OutcomeNothingCreated: deleted at once, nothing had been created.
+	OutcomeNothingCreated = "nothing_created"
 )
 
 var (
@@ -20,12 +25,12 @@ var (
 	// say creates time out.
 	Creates = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_lifecycle_creates_total",
-		Help: "External resources created, or adopted by their ownership tag, by kind and outcome (created, adopted).",
+		Help: "External resources created, or adopted by their ownership tag, by kind and outcome (created, adopted, adopted_from_previous).",
 	}, []string{"kind", "outcome"})
 	// Finished counts cleanup finalizers removed, by how.
 	Finished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_lifecycle_deletions_total",
-		Help: "Cleanup finalizers removed, by kind and outcome (deleted, retained, released_without_delete).",
+		Help: "Cleanup finalizers removed, by kind and outcome (deleted, retained, nothing_created, released_without_delete).",
 	}, []string{"kind", "outcome"})
 )
 

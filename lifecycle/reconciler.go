@@ -12,10 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/errclass"
@@ -24,8 +26,12 @@ import (
 	"github.com/finale-dev/finale/watchdog"
 )
 
-// DefaultRetryInterval is Options.RetryInterval when unset.
-const DefaultRetryInterval = 10 * time.Second
+// Defaults of Options.
+const (
+	DefaultRetryInterval  = 10 * time.Second
+	DefaultVerifyInterval = 5 * time.Minute
+	DefaultLastChance     = 30 * time.Second
+)
 
 // Recorder emits Events; the manager's recorder
 // (manager.Manager.GetEventRecorder in controller-runtime v0.25) and any
@@ -50,43 +56,74 @@ type Client interface {
 	client.StatusClient
 }
 
+// Guarantee names a guarantee that Options.Skip leaves out on purpose.
+type Guarantee uint8
+
+// The guarantees that can be skipped. Skipping is always an explicit,
+// named choice: New refuses a nil Ledger, Hold or Watchdog that Skip does
+// not name.
+const (
+	// SkipLedger builds without cleanup records: a create whose object
+	// goes without its finalizer leaks, and nothing sweeps it.
+	SkipLedger Guarantee = 1 << iota
+	// SkipHold builds without a deletion hold: for kinds with no parent
+	// object, or whose parent never goes before them.
+	SkipHold
+	// SkipWatchdog builds without visibility of stuck deletions.
+	SkipWatchdog
+)
+
+// Unprotected skips every guarantee: the naive operator of the benchmarks
+// and fault scenarios, never what production wants.
+const Unprotected = SkipLedger | SkipHold | SkipWatchdog
+
 // Options configure a Reconciler. Ledger, Hold and Watchdog are the
-// guarantees; leaving them nil switches them off (the "naive build" of the
-// comparisons), which is never what production wants.
+// guarantees; each is required unless Skip names it.
 type Options struct {
-	// Finalizer is the cleanup finalizer. Required.
+	// Finalizer is the cleanup finalizer. Required. With a Hold it must be
+	// the CleanupFinalizer the hold has for this kind.
 	Finalizer string
 	// Scheme resolves the managed kind for cleanup records and Events.
 	// Required.
 	Scheme *runtime.Scheme
 	// Ledger writes the cleanup record before every create and removes it
-	// after a confirmed delete. nil: no records (naive).
+	// after a confirmed delete.
 	Ledger *ledger.Ledger
-	// Hold keeps the parent while this object still needs it. nil: no hold;
-	// a deleting object whose parent is gone then lets go without a delete
-	// (the leak the hold exists to prevent).
+	// Hold keeps the parent while this object still needs it.
 	Hold *hold.Hold
-	// Watchdog sees every delete attempt. nil: not watched.
+	// Watchdog sees every delete attempt.
 	Watchdog *watchdog.Watchdog
-	// Recorder gets Events on condition transitions. nil: no Events.
+	// Skip names the guarantees deliberately left out.
+	Skip Guarantee
+	// Recorder gets Events. nil: no Events.
 	Recorder Recorder
 	// Classifier names error classes in messages; nil is errclass.Default.
 	Classifier *errclass.Classifier
-	// APIReader reads the object live (uncached) right before a create, to
-	// confirm it still exists, carries the finalizer and is not being
-	// deleted: a reconcile working from a stale cache must not create what
-	// a finished deletion will never see. nil uses the Client, which is
-	// right only when the Client is uncached; pass the manager's
-	// GetAPIReader().
+	// APIReader reads live (uncached) right before a create or an
+	// adoption, to confirm the object still exists, carries the finalizer
+	// and is not being deleted, and that its parent is still held: a
+	// reconcile working from a stale cache must not create what a finished
+	// deletion will never see. nil uses the Client, which is right only
+	// when the Client is uncached; pass the manager's GetAPIReader().
 	APIReader client.Reader
-	// Clock stamps conditions; nil is the real clock.
+	// Clock stamps conditions and decides verification and backoff; nil is
+	// the real clock.
 	Clock clock.PassiveClock
 	// DefaultPolicy applies when the object has no Spec.DeletionPolicy or
 	// it is empty. Zero is PolicyDelete.
 	DefaultPolicy DeletionPolicy
 	// RetryInterval is how soon a reconcile that needs the user, or waits
-	// for the parent, looks again; zero is DefaultRetryInterval.
+	// for the parent, looks again; zero is DefaultRetryInterval. Transient
+	// failures are returned to the workqueue instead, whose rate limiter
+	// backs off per object.
 	RetryInterval time.Duration
+	// VerifyInterval is how often a steady object's reconcile checks that
+	// its cleanup record still exists (and writes it again if not); zero
+	// is DefaultVerifyInterval.
+	VerifyInterval time.Duration
+	// LastChance bounds the delete attempted once a hold is over, before
+	// the object is released without it; zero is DefaultLastChance.
+	LastChance time.Duration
 }
 
 // Reconciler reconciles one managed kind O whose external resources are
@@ -97,9 +134,23 @@ type Reconciler[O client.Object, K comparable, C any] struct {
 	adapter Adapter[O, K, C]
 	pool    Pool[K, C]
 	o       Options
+	gvk     schema
 	// superseded holds, per object UID, the resourceVersions this
 	// reconciler's own last writes replaced (see skipStale).
 	superseded sync.Map
+	// verified holds, per object UID, when its record was last confirmed
+	// and through which parent (a verification).
+	verified sync.Map
+	// failures counts, per object UID, the failed passes of a held
+	// deletion in a row, for its backoff.
+	failures sync.Map
+}
+
+type schema struct{ group, version, kind string }
+
+type verification struct {
+	at     time.Time
+	parent types.UID
 }
 
 // ErrConfig wraps every configuration error of New.
@@ -113,16 +164,20 @@ func New[O client.Object, K comparable, C any](c Client, newObj func() O, a Adap
 	case o.Finalizer == "":
 		return nil, fmt.Errorf("%w: Options.Finalizer is required (for example example.com/cleanup)", ErrConfig)
 	case o.Scheme == nil:
-		return nil, fmt.Errorf("%w: Options.Scheme is required", ErrConfig)
-	case o.RetryInterval < 0:
-		return nil, fmt.Errorf("%w: Options.RetryInterval %s is negative", ErrConfig, o.RetryInterval)
+		return nil, fmt.Errorf("%w: Options.Scheme is required (mgr.GetScheme())", ErrConfig)
+	case o.RetryInterval < 0 || o.VerifyInterval < 0 || o.LastChance < 0:
+		return nil, fmt.Errorf("%w: Options.RetryInterval, VerifyInterval and LastChance must not be negative", ErrConfig)
 	}
 	obj := newObj()
 	if _, err := fieldsOf(obj); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if _, err := apiutil.GVKForObject(obj, o.Scheme); err != nil {
+	gvk, err := apiutil.GVKForObject(obj, o.Scheme)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := o.checkGuarantees(obj, gvk.Kind); err != nil {
+		return nil, err
 	}
 	switch o.DefaultPolicy {
 	case "":
@@ -143,7 +198,48 @@ func New[O client.Object, K comparable, C any](c Client, newObj func() O, a Adap
 	if o.RetryInterval == 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
-	return &Reconciler[O, K, C]{c: c, newObj: newObj, adapter: a, pool: p, o: o}, nil
+	if o.VerifyInterval == 0 {
+		o.VerifyInterval = DefaultVerifyInterval
+	}
+	if o.LastChance == 0 {
+		o.LastChance = DefaultLastChance
+	}
+	return &Reconciler[O, K, C]{c: c, newObj: newObj, adapter: a, pool: p, o: o,
+		gvk: schema{gvk.Group, gvk.Version, gvk.Kind}}, nil
+}
+
+// checkGuarantees refuses a guarantee that is nil without being skipped,
+// one that is both given and skipped, and a hold that does not know this
+// kind under the same finalizer: a mismatch strands namespace deletions
+// with the objects still Ready and no Event.
+func (o Options) checkGuarantees(obj client.Object, kind string) error {
+	for _, g := range []struct {
+		skip  Guarantee
+		isNil bool
+		name  string
+	}{
+		{SkipLedger, o.Ledger == nil, "Ledger"},
+		{SkipHold, o.Hold == nil, "Hold"},
+		{SkipWatchdog, o.Watchdog == nil, "Watchdog"},
+	} {
+		skipped := o.Skip&g.skip != 0
+		switch {
+		case g.isNil && !skipped:
+			return fmt.Errorf("%w: Options.%s is nil: pass one, or name it in Options.Skip (lifecycle.Skip%s) to build without that guarantee on purpose", ErrConfig, g.name, g.name)
+		case !g.isNil && skipped:
+			return fmt.Errorf("%w: Options.%s is set and Options.Skip names it: choose one", ErrConfig, g.name)
+		}
+	}
+	if o.Hold != nil {
+		fin, ok := o.Hold.CleanupFinalizer(obj)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: the Hold has no Dependent for kind %s: add it to hold.Config.Dependents", ErrConfig, kind)
+		case fin != o.Finalizer:
+			return fmt.Errorf("%w: the Hold waits for finalizer %q on %s, the reconciler uses %q: make them the same (one constant)", ErrConfig, fin, kind, o.Finalizer)
+		}
+	}
+	return nil
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -160,10 +256,16 @@ func (r *Reconciler[O, K, C]) Reconcile(ctx context.Context, req reconcile.Reque
 	}
 	st := newStatus(r, obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
-		return r.delete(ctx, obj, st)
+		res, err := r.delete(ctx, obj, st)
+		if ferr := st.flush(ctx); ferr != nil && err == nil {
+			err = ferr
+		}
+		return res, err
 	}
 	// Cluster API's rule: the finalizer goes on before anything external
-	// exists, so no create can outrun the cleanup that undoes it.
+	// exists, so no create can outrun the cleanup that undoes it. The
+	// annotation that ties the object to its UID goes with it, in the same
+	// write.
 	if !controllerutil.ContainsFinalizer(obj, r.o.Finalizer) {
 		if err := r.setFinalizer(ctx, obj, true); err != nil {
 			return reconcile.Result{}, err
@@ -183,7 +285,7 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	}
 	conn, err := r.adapter.Connect(ctx, obj)
 	if err != nil {
-		return r.failed(ctx, st, err, ReasonReconcileError, MessageError), nil
+		return r.failed(ctx, st, err, ReasonReconcileError, MessageError)
 	}
 	if conn.Parent == nil {
 		st.synced(false, ReasonParentNotFound, MessageParentMissing)
@@ -192,8 +294,9 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	}
 	if r.o.Hold != nil && !r.o.Hold.Held(conn.Parent) {
 		// The hold usually comes within moments of a parent's first
-		// dependent; a condition (and its write) for that is noise. Only a
-		// wait longer than RetryInterval is reported.
+		// dependent, and the parent's change wakes this object; a condition
+		// (and its write) for that is noise. Only a wait longer than
+		// RetryInterval is reported.
 		if st.get(ConditionSynced) == nil && r.o.Clock.Since(obj.GetCreationTimestamp().Time) < r.o.RetryInterval {
 			st.discard()
 		} else {
@@ -203,29 +306,32 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	}
 	tag := ledger.Tag(r.owner(obj))
 	var created, adopted string
+	var from *adoption
+	claim := obj.GetAnnotations()[AnnotationUID]
 	err = r.pool.Do(ctx, conn.Key, func(ctx context.Context, c C) error {
+		if claim != string(obj.GetUID()) && r.o.Ledger != nil {
+			var err error
+			if from, err = r.adopt(ctx, c, obj, conn, claim); err != nil {
+				return err
+			}
+		}
 		obs, err := r.adapter.Observe(ctx, c, obj, tag)
 		if err != nil {
 			return err
 		}
 		if len(obs.IDs) == 0 {
-			if err := r.confirmLive(ctx, obj); err != nil {
+			if err := r.confirmLive(ctx, obj, conn); err != nil {
 				return err
 			}
-			created, err = r.create(ctx, c, obj, tag)
+			created, err = r.create(ctx, c, obj, conn, tag)
 			return err
 		}
 		ready := st.get(ConditionReady)
-		if !isTrue(ready) {
+		if !isTrue(ready) && from == nil {
 			adopted = obs.IDs[0]
 		}
-		// Ready is set only after the IDs were recorded, so a Ready object
-		// of this generation needs no record read; anything else (an
-		// adoption, a lost ID write, a build without records before) does.
-		if !isTrue(ready) || ready.ObservedGeneration != obj.GetGeneration() {
-			if err := r.recordIDs(ctx, c, obj, tag, obs.IDs); err != nil {
-				return err
-			}
+		if err := r.verify(ctx, c, obj, conn, obs.IDs, isTrue(ready) && ready.ObservedGeneration == obj.GetGeneration()); err != nil {
+			return err
 		}
 		if !obs.UpToDate {
 			return r.adapter.Update(ctx, c, obj, obs.IDs[0], tag)
@@ -236,14 +342,23 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 	if err != nil {
-		return r.failed(ctx, st, err, ReasonReconcileError, MessageError), nil
+		return r.failed(ctx, st, err, ReasonReconcileError, MessageError)
 	}
+	if claim != string(obj.GetUID()) {
+		if err := r.setUIDAnnotation(ctx, obj); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	kind := r.gvk.kind
 	switch {
+	case from != nil:
+		Creates.WithLabelValues(kind, OutcomeAdoptedFrom).Inc()
+		r.event(obj, corev1.EventTypeNormal, ReasonAdoptedFrom, ActionCreate, MessageAdoptedFrom, from.ids, from.uid)
 	case created != "":
-		Creates.WithLabelValues(r.owner(obj).Kind, OutcomeCreated).Inc()
+		Creates.WithLabelValues(kind, OutcomeCreated).Inc()
 		r.event(obj, corev1.EventTypeNormal, ReasonCreated, ActionCreate, MessageCreated, created)
 	case adopted != "":
-		Creates.WithLabelValues(r.owner(obj).Kind, OutcomeAdopted).Inc()
+		Creates.WithLabelValues(kind, OutcomeAdopted).Inc()
 		r.event(obj, corev1.EventTypeNormal, ReasonAdopted, ActionCreate, MessageAdopted, adopted)
 	}
 	st.synced(true, ReasonReconcileSuccess, MessageSynced)
@@ -251,12 +366,55 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	return reconcile.Result{}, nil
 }
 
-// create writes the record first and creates only once it is durable; the
-// ledger looks for the tag again after the write, so an earlier attempt
-// whose answer was lost is adopted, never duplicated. An adapter that
-// declares the ID has it written with the record, saving the write after
-// the create.
-func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, tag string) (string, error) {
+// plan is what obj's record must say besides what the deployment reports.
+func (r *Reconciler[O, K, C]) plan(obj O, conn Connection[K]) ledger.Plan {
+	p := ledger.Plan{Owner: r.owner(obj), Policy: r.policy(obj)}
+	if conn.Parent != nil {
+		gvk, _ := apiutil.GVKForObject(conn.Parent, r.o.Scheme)
+		p.Via = &ledger.ConnectionRef{
+			APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind,
+			Namespace: conn.Parent.GetNamespace(), Name: conn.Parent.GetName(), UID: conn.Parent.GetUID(),
+		}
+	}
+	return p
+}
+
+// verify keeps the record of an object whose resources exist in line with
+// it: written again when it vanished out of band, its policy and
+// connection updated. A Ready object of this generation is checked at
+// most every VerifyInterval (or when its parent was re-created), so a
+// steady object costs one read per interval, not per reconcile.
+func (r *Reconciler[O, K, C]) verify(ctx context.Context, c C, obj O, conn Connection[K], ids []string, steady bool) error {
+	if r.o.Ledger == nil {
+		return nil
+	}
+	var parent types.UID
+	if conn.Parent != nil {
+		parent = conn.Parent.GetUID()
+	}
+	if v, ok := r.verified.Load(obj.GetUID()); ok && steady {
+		v := v.(verification)
+		if v.parent == parent && r.o.Clock.Since(v.at) < r.o.VerifyInterval {
+			return nil
+		}
+	}
+	_, recreated, err := r.o.Ledger.Ensure(ctx, r.plan(obj, conn), r.prover(c), ids)
+	if err != nil {
+		return err
+	}
+	r.verified.Store(obj.GetUID(), verification{at: r.o.Clock.Now(), parent: parent})
+	if recreated {
+		logf.FromContext(ctx).Info("cleanup record was missing and has been written again", "owner", r.owner(obj).String(), "ids", ids)
+		r.event(obj, corev1.EventTypeWarning, ReasonRecordRecreated, ActionReconcile, MessageRecordRecreated)
+	}
+	return nil
+}
+
+// create writes the record first and creates only once it is durable; what
+// already carries the tag (an earlier attempt whose answer was lost) is
+// adopted, never duplicated. An adapter that declares the ID has it
+// written with the record, saving the write after the create.
+func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, conn Connection[K], tag string) (string, error) {
 	var id string
 	createFn := func(ctx context.Context, tag string) ([]string, error) {
 		var err error
@@ -269,24 +427,29 @@ func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, tag string
 		_, err := createFn(ctx, tag)
 		return id, err
 	}
+	p := r.plan(obj, conn)
 	if d, ok := r.adapter.(Declarer[O]); ok {
 		if declared, ok := d.DeclareID(obj, tag); ok && declared != "" {
-			_, err := r.o.Ledger.CreateDeclared(ctx, r.owner(obj), r.target(c, obj), []string{declared}, createFn)
-			return id, err
+			p.Declared = []string{declared}
 		}
 	}
-	_, err := r.o.Ledger.Create(ctx, r.owner(obj), r.target(c, obj), createFn)
+	_, err := r.o.Ledger.Create(ctx, p, r.prover(c), createFn)
+	if err == nil && p.Via != nil {
+		r.verified.Store(obj.GetUID(), verification{at: r.o.Clock.Now(), parent: p.Via.UID})
+	}
 	return id, err
 }
 
 // errStale stops a create planned from a stale read; the next reconcile
 // sees the object as it is.
-var errStale = errors.New("lifecycle: the object changed (deleted, deleting or without the finalizer) since it was read; not creating")
+var errStale = errors.New("lifecycle: the object or its parent changed (deleted, deleting, without the finalizer or the hold) since it was read; not creating")
 
-// confirmLive re-reads obj from the API server: a create is planned only
-// for an object that exists, carries the cleanup finalizer and is not being
-// deleted, so the deletion that follows is guaranteed to see what it made.
-func (r *Reconciler[O, K, C]) confirmLive(ctx context.Context, obj O) error {
+// confirmLive re-reads obj, and with a hold its parent, from the API
+// server: a create is planned only for an object that exists, carries the
+// cleanup finalizer and is not being deleted, so the deletion that follows
+// is guaranteed to see what it made, and only while the parent is held, so
+// the parent cannot go before that deletion.
+func (r *Reconciler[O, K, C]) confirmLive(ctx context.Context, obj O, conn Connection[K]) error {
 	live := r.newObj()
 	if err := r.o.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -297,36 +460,49 @@ func (r *Reconciler[O, K, C]) confirmLive(ctx context.Context, obj O) error {
 	if live.GetUID() != obj.GetUID() || !live.GetDeletionTimestamp().IsZero() || !controllerutil.ContainsFinalizer(live, r.o.Finalizer) {
 		return errStale
 	}
-	return nil
-}
-
-// recordIDs makes sure the record holds ids: it writes only when one is
-// new, and writes a whole record (adopting, never creating) when there is
-// none, for a resource created by a build without records.
-func (r *Reconciler[O, K, C]) recordIDs(ctx context.Context, c C, obj O, tag string, ids []string) error {
-	if r.o.Ledger == nil {
+	if r.o.Hold == nil || conn.Parent == nil {
 		return nil
 	}
-	t := r.target(c, obj)
-	_, err := r.o.Ledger.Observe(ctx, obj.GetUID(), t, ids, time.Time{})
-	if !errors.Is(err, ledger.ErrNotFound) {
-		return err
+	parent := conn.Parent.DeepCopyObject().(client.Object)
+	if err := r.o.APIReader.Get(ctx, client.ObjectKeyFromObject(conn.Parent), parent); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errStale
+		}
+		return fmt.Errorf("lifecycle: confirm parent %s before creating: %w", client.ObjectKeyFromObject(conn.Parent), err)
 	}
-	_, err = r.o.Ledger.Create(ctx, r.owner(obj), t, func(context.Context, string) ([]string, error) {
-		return nil, fmt.Errorf("lifecycle: resource tagged %s vanished while being recorded; will retry", tag)
-	})
-	return err
+	if parent.GetUID() != conn.Parent.GetUID() || !r.o.Hold.Held(parent) {
+		return errStale
+	}
+	return nil
 }
 
 func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K, C]) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, r.o.Finalizer) {
 		return reconcile.Result{}, nil
 	}
-	if policyOf(st.f, r.o.DefaultPolicy) == PolicyRetain {
+	if r.policy(obj) == PolicyRetain {
 		if err := r.forget(ctx, obj); err != nil {
-			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed), st.flush(ctx)
+			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
 		}
 		return r.finish(ctx, obj, ReasonRetained, MessageRetained)
+	}
+	var rec *ledger.Record
+	if r.o.Ledger != nil {
+		var err error
+		rec, err = r.o.Ledger.Get(ctx, obj.GetUID())
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			// No record, no create: an object that never got as far as a
+			// create (its connection never worked, its Secret never
+			// existed) has nothing outside to delete and waits for
+			// nothing. One that was Ready has lost its record out of band
+			// and is cleaned up by its tag below.
+			if ready := st.get(ConditionReady); !isTrue(ready) && (ready == nil || ready.Reason != ReasonDeleting) {
+				return r.finish(ctx, obj, ReasonNothingCreated, MessageNothingCreated)
+			}
+		case err != nil:
+			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+		}
 	}
 	st.ready(false, ReasonDeleting, MessageDeleting)
 	conn, err := r.adapter.Connect(ctx, obj)
@@ -334,17 +510,26 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	// lets the hold decide; one without (the parent could not be read) must
 	// not be taken for a parent that is gone.
 	if r.o.Hold != nil && (err == nil || conn.Parent != nil) && r.o.Hold.ShouldReleaseWithoutDelete(conn.Parent) {
-		// The hold is over: what the record covers is the sweeper's now.
-		if err := r.o.Hold.ReleaseWithoutDelete(ctx, r.c, obj, parentName(obj, conn)); err != nil {
-			return reconcile.Result{}, err
+		// The hold is over. While the parent and its credentials are still
+		// there (an operator that was down past the hold), the delete is
+		// tried once more before letting go: releasing without it is for
+		// when it cannot succeed.
+		if err == nil && conn.Parent != nil {
+			lastCtx, cancel := context.WithTimeout(ctx, r.o.LastChance)
+			tag := ledger.Tag(r.owner(obj))
+			cerr := r.pool.Do(lastCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, tag) })
+			cancel()
+			r.attempt(ctx, obj, cerr)
+			if cerr == nil {
+				return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
+			}
+			logf.FromContext(ctx).Error(cerr, "last delete attempt after the hold ended failed; releasing without delete")
 		}
-		Finished.WithLabelValues(r.owner(obj).Kind, OutcomeReleased).Inc()
-		r.done(ctx, obj)
-		return reconcile.Result{}, nil
+		return r.release(ctx, obj, conn, rec)
 	}
 	if err != nil {
 		r.attempt(ctx, obj, err)
-		return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed), st.flush(ctx)
+		return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
 	}
 	passCtx := ctx
 	switch {
@@ -361,21 +546,54 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	err = r.pool.Do(passCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, tag) })
 	r.attempt(ctx, obj, err)
 	if err != nil {
-		res := r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
-		if r.o.Hold != nil {
-			res = reconcile.Result{RequeueAfter: r.o.Hold.RetryAfter(conn.Parent, max(res.RequeueAfter, time.Second))}
+		if r.o.Hold == nil {
+			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
 		}
-		return res, st.flush(ctx)
+		// Within a held deletion the retry is bounded by the hold end, so
+		// the pass at the hold end is the one that releases: the retry is
+		// this object's own backoff, capped there, not the workqueue's.
+		res, _ := r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+		backoff := r.backoff(obj)
+		if res.RequeueAfter > 0 {
+			backoff = res.RequeueAfter
+		}
+		logf.FromContext(ctx).Error(err, "delete attempt failed", "retryIn", backoff)
+		return reconcile.Result{RequeueAfter: r.o.Hold.RetryAfter(conn.Parent, backoff)}, nil
 	}
 	return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
 }
 
+// release lets obj go without its external delete: the hold is over. Its
+// record stays for the sweeper. The Event on obj may never land (its
+// namespace is usually terminating, and a terminating namespace refuses new
+// Events), so the transition is also reported on the record, in the
+// operator's namespace, and in the log.
+func (r *Reconciler[O, K, C]) release(ctx context.Context, obj O, conn Connection[K], rec *ledger.Record) (reconcile.Result, error) {
+	kind, name := "connection", "(unknown)"
+	if conn.Parent != nil {
+		kind, name = kindOf(conn.Parent, r.o.Scheme), conn.Parent.GetName()
+	}
+	if err := r.o.Hold.ReleaseWithoutDelete(ctx, r.c, obj, name); err != nil {
+		return reconcile.Result{}, err
+	}
+	logf.FromContext(ctx).Info("released without deleting the external resource: the hold ended; the cleanup record stays for the sweeper",
+		"owner", r.owner(obj).String(), "parent", kind+" "+name, "recorded", rec != nil)
+	if rec != nil && rec.Source != nil && r.o.Recorder != nil {
+		r.o.Recorder.Eventf(rec.Source, obj, corev1.EventTypeWarning, ReasonReleased, ActionDelete, MessageReleased, kind, name)
+	}
+	Finished.WithLabelValues(r.gvk.kind, OutcomeReleased).Inc()
+	r.done(ctx, obj)
+	r.forgetObject(obj)
+	return reconcile.Result{}, nil
+}
+
 // cleanup deletes and confirms: through the record when there is one
-// (recorded IDs and tagged resources, identity proven before and after,
-// record removed last); otherwise by tag, confirmed by looking again.
+// (recorded IDs and tagged resources, the deployment proven from inside
+// before and after, record removed last); otherwise by tag, confirmed by
+// looking again.
 func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, tag string) error {
 	if r.o.Ledger != nil {
-		res, err := r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c, obj))
+		res, err := r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c))
 		if err != nil || res.Removed {
 			return err
 		}
@@ -385,7 +603,7 @@ func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, tag strin
 		return err
 	}
 	for _, id := range ids {
-		if err := r.adapter.Delete(ctx, c, obj, id, tag); err != nil && r.o.Classifier.Classify(ctx, err) != errclass.NotFound {
+		if err := r.adapter.Delete(ctx, c, id, tag); err != nil && r.o.Classifier.Classify(ctx, err) != errclass.NotFound {
 			return err
 		}
 	}
@@ -438,20 +656,33 @@ func (r *Reconciler[O, K, C]) supersede(obj client.Object, rv string) {
 	r.superseded.Store(obj.GetUID(), append(slices.Clone(rvs), rv))
 }
 
+// forgetObject drops what the reconciler remembers about obj, which goes.
+func (r *Reconciler[O, K, C]) forgetObject(obj O) {
+	r.superseded.Delete(obj.GetUID())
+	r.verified.Delete(obj.GetUID())
+	r.failures.Delete(obj.GetUID())
+}
+
 // finish removes the finalizer: the last write, after everything it
-// protects is done.
+// protects is done. The happy path emits no Event here (the object is
+// going, often in a terminating namespace that refuses Events): the log
+// says it. What a user would wonder about (retained, nothing created) is
+// evented.
 func (r *Reconciler[O, K, C]) finish(ctx context.Context, obj O, reason, msg string) (reconcile.Result, error) {
 	if err := r.setFinalizer(ctx, obj, false); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.superseded.Delete(obj.GetUID()) // the object goes now
+	r.forgetObject(obj)
 	r.done(ctx, obj)
-	outcome := OutcomeDeleted
-	if reason == ReasonRetained {
-		outcome = OutcomeRetained
+	outcome := map[string]string{ReasonRetained: OutcomeRetained, ReasonNothingCreated: OutcomeNothingCreated}[reason]
+	if outcome == "" {
+		outcome = OutcomeDeleted
 	}
-	Finished.WithLabelValues(r.owner(obj).Kind, outcome).Inc()
-	r.event(obj, corev1.EventTypeNormal, reason, ActionDelete, msg)
+	Finished.WithLabelValues(r.gvk.kind, outcome).Inc()
+	logf.FromContext(ctx).V(1).Info("cleanup finalizer removed", "outcome", outcome)
+	if reason != ReasonDeleted {
+		r.event(obj, corev1.EventTypeNormal, reason, ActionDelete, msg)
+	}
 	return reconcile.Result{}, nil
 }
 
@@ -459,6 +690,25 @@ func (r *Reconciler[O, K, C]) attempt(ctx context.Context, obj O, err error) {
 	if r.o.Watchdog != nil {
 		r.o.Watchdog.Attempt(ctx, obj, r.o.Finalizer, err)
 	}
+	if err == nil {
+		r.failures.Delete(obj.GetUID())
+		return
+	}
+	n := 0
+	if v, ok := r.failures.Load(obj.GetUID()); ok {
+		n = v.(int)
+	}
+	r.failures.Store(obj.GetUID(), n+1)
+}
+
+// backoff is the retry of a held deletion after n failed passes in a row:
+// one second doubling to five minutes.
+func (r *Reconciler[O, K, C]) backoff(obj O) time.Duration {
+	n := 1
+	if v, ok := r.failures.Load(obj.GetUID()); ok {
+		n = v.(int)
+	}
+	return min(time.Second<<min(n-1, 9), 5*time.Minute)
 }
 
 func (r *Reconciler[O, K, C]) done(ctx context.Context, obj O) {
@@ -467,20 +717,31 @@ func (r *Reconciler[O, K, C]) done(ctx context.Context, obj O) {
 	}
 }
 
-// failed records err in the Synced condition. An error that needs the user
-// is retried at RetryInterval; any other is retried sooner, with backoff
-// left to the workqueue.
-func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], err error, reason, msg string) reconcile.Result {
-	if na, ok := asNeedsAction(err); ok {
+// failed records err's class in the Synced condition, never its text
+// (status is readable by every user of the namespace), and decides the
+// retry. An error only the user or an admin can resolve is looked at again
+// at RetryInterval; every other error is returned to the workqueue, whose
+// rate limiter backs off per object (and which counts it in
+// controller_runtime_reconcile_errors_total and logs it with the details).
+func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], err error, reason, msg string) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	switch na, ok := asNeedsAction(err); {
+	case ok:
 		st.synced(false, na.Reason, MessageNeedsAction, err)
-		return reconcile.Result{RequeueAfter: r.o.RetryInterval}
+		log.Info("needs the user", "reason", na.Reason, "error", err.Error())
+		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
+	case errors.Is(err, ledger.ErrInvalidRecord):
+		st.synced(false, ReasonRecordInvalid, MessageRecordInvalid)
+		log.Error(err, "cleanup record invalid; needs an admin")
+		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
+	case errors.Is(err, ledger.ErrNotProven):
+		st.synced(false, ReasonNotProven, MessageNotProven)
+	case errors.Is(err, ledger.ErrRecordWrite):
+		st.synced(false, ReasonRecordFailed, MessageRecordFailed, r.class(ctx, err))
+	default:
+		st.synced(false, reason, msg, r.class(ctx, err))
 	}
-	if errors.Is(err, ledger.ErrRecordWrite) {
-		st.synced(false, ReasonRecordFailed, MessageRecordFailed, err)
-	} else {
-		st.synced(false, reason, msg, r.class(ctx, err), err)
-	}
-	return reconcile.Result{RequeueAfter: min(r.o.RetryInterval, 2*time.Second)}
+	return reconcile.Result{}, err
 }
 
 func (r *Reconciler[O, K, C]) class(ctx context.Context, err error) errclass.Class {
@@ -492,6 +753,10 @@ func (r *Reconciler[O, K, C]) setFinalizer(ctx context.Context, obj O, add bool)
 	changed := false
 	if add {
 		changed = controllerutil.AddFinalizer(obj, r.o.Finalizer)
+		if _, ok := obj.GetAnnotations()[AnnotationUID]; !ok {
+			setAnnotation(obj, AnnotationUID, string(obj.GetUID()))
+			changed = true
+		}
 	} else {
 		changed = controllerutil.RemoveFinalizer(obj, r.o.Finalizer)
 	}
@@ -506,27 +771,54 @@ func (r *Reconciler[O, K, C]) setFinalizer(ctx context.Context, obj O, add bool)
 	return nil
 }
 
+// setUIDAnnotation ties obj to its own UID once it owns its resources.
+func (r *Reconciler[O, K, C]) setUIDAnnotation(ctx context.Context, obj O) error {
+	base := obj.DeepCopyObject().(client.Object)
+	setAnnotation(obj, AnnotationUID, string(obj.GetUID()))
+	if err := r.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("lifecycle: set annotation %s: %w", AnnotationUID, err)
+	}
+	r.supersede(obj, base.GetResourceVersion())
+	return nil
+}
+
+func setAnnotation(obj client.Object, k, v string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	obj.SetAnnotations(a)
+}
+
 func (r *Reconciler[O, K, C]) owner(obj O) ledger.Owner {
-	gvk, _ := apiutil.GVKForObject(obj, r.o.Scheme) // checked in New
-	return ledger.Owner{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+	return ledger.Owner{APIVersion: r.apiVersion(), Kind: r.gvk.kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
+}
+
+func (r *Reconciler[O, K, C]) apiVersion() string {
+	if r.gvk.group == "" {
+		return r.gvk.version
+	}
+	return r.gvk.group + "/" + r.gvk.version
+}
+
+// prover binds the adapter's Prove to one client for the ledger.
+func (r *Reconciler[O, K, C]) prover(c C) ledger.Prover {
+	return ledger.ProverFunc(func(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
+		return r.adapter.Prove(ctx, c, q)
+	})
 }
 
 // target binds the adapter to one client for the ledger.
-func (r *Reconciler[O, K, C]) target(c C, obj O) ledger.Target {
+func (r *Reconciler[O, K, C]) target(c C) ledger.Target {
 	return ledger.TargetFuncs{
-		IdentifyFn:  func(ctx context.Context) (ledger.Identity, error) { return r.adapter.Identify(ctx, c) },
-		FindByTagFn: func(ctx context.Context, tag string) ([]string, error) { return r.findByTag(ctx, c, obj, tag) },
-		DeleteFn: func(ctx context.Context, id string) error {
-			return r.adapter.Delete(ctx, c, obj, id, ledger.Tag(r.owner(obj)))
-		},
+		ProveFn:  func(ctx context.Context, q ledger.Question) (ledger.Answer, error) { return r.adapter.Prove(ctx, c, q) },
+		DeleteFn: func(ctx context.Context, id, tag string) error { return r.adapter.Delete(ctx, c, id, tag) },
 	}
 }
 
-// findByTag is the adapter's TagFinder when it has one, else Observe's IDs.
+// findByTag is Observe's IDs: for the build without records.
 func (r *Reconciler[O, K, C]) findByTag(ctx context.Context, c C, obj O, tag string) ([]string, error) {
-	if f, ok := r.adapter.(TagFinder[C]); ok {
-		return f.FindByTag(ctx, c, tag)
-	}
 	obs, err := r.adapter.Observe(ctx, c, obj, tag)
 	return obs.IDs, err
 }
@@ -535,13 +827,6 @@ func (r *Reconciler[O, K, C]) event(obj O, typ, reason, action, note string, arg
 	if r.o.Recorder != nil {
 		r.o.Recorder.Eventf(obj, nil, typ, reason, action, note, args...)
 	}
-}
-
-func parentName[K comparable](obj client.Object, conn Connection[K]) string {
-	if conn.Parent != nil {
-		return conn.Parent.GetName()
-	}
-	return "of " + obj.GetName()
 }
 
 func kindOf(obj client.Object, s *runtime.Scheme) string {

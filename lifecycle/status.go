@@ -11,21 +11,24 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/ledger"
 )
 
 // DeletionPolicy says what happens to the external resource when its object
-// is deleted. It matches the string field Spec.DeletionPolicy of a managed
-// kind.
-type DeletionPolicy string
+// is deleted. It matches the field Spec.DeletionPolicy of a managed kind (a
+// string, a string type, or a pointer to either), and travels with the
+// cleanup record, so the sweeper honours it too.
+type DeletionPolicy = ledger.Policy
 
 // Deletion policies.
 const (
 	// PolicyDelete deletes the external resource, then lets the object go.
-	PolicyDelete DeletionPolicy = "Delete"
+	PolicyDelete = ledger.PolicyDelete
 	// PolicyRetain lets the object go and leaves the external resource (and
-	// its ownership tag), and removes the cleanup record so that the sweeper
-	// never deletes it either.
-	PolicyRetain DeletionPolicy = "Retain"
+	// its ownership tag), and removes the cleanup record; the sweeper never
+	// deletes a Retain owner's resources either.
+	PolicyRetain = ledger.PolicyRetain
 )
 
 // statusFields are pointers into a managed object's status. The reconciler
@@ -65,7 +68,14 @@ func fieldsOf(obj client.Object) (statusFields, error) {
 		observed:   gen.Addr().Interface().(*int64),
 	}
 	if spec := v.FieldByName("Spec"); spec.IsValid() && spec.Kind() == reflect.Struct {
-		if p := spec.FieldByName("DeletionPolicy"); p.IsValid() && p.Kind() == reflect.String {
+		if p := spec.FieldByName("DeletionPolicy"); p.IsValid() {
+			k := p.Kind()
+			if k == reflect.Pointer {
+				k = p.Type().Elem().Kind()
+			}
+			if k != reflect.String {
+				return statusFields{}, fmt.Errorf("lifecycle: %T.Spec.DeletionPolicy is a %s; it must be a string, a string type or a pointer to one", obj, p.Type())
+			}
 			f.policy = &p
 		}
 	}
@@ -73,12 +83,28 @@ func fieldsOf(obj client.Object) (statusFields, error) {
 }
 
 // policyOf is obj's deletion policy; def when the kind has no such field or
-// it is empty (the API server normally defaults it).
+// it is empty or nil (the API server normally defaults it).
 func policyOf(f statusFields, def DeletionPolicy) DeletionPolicy {
-	if f.policy == nil || f.policy.String() == "" {
+	if f.policy == nil {
 		return def
 	}
-	return DeletionPolicy(f.policy.String())
+	v := *f.policy
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return def
+		}
+		v = v.Elem()
+	}
+	if v.String() == "" {
+		return def
+	}
+	return DeletionPolicy(v.String())
+}
+
+// policy is obj's deletion policy.
+func (r *Reconciler[O, K, C]) policy(obj O) DeletionPolicy {
+	f, _ := fieldsOf(obj) // checked in New
+	return policyOf(f, r.o.DefaultPolicy)
 }
 
 // status collects condition changes during one reconcile and writes them
@@ -140,6 +166,10 @@ func (s *status[O, K, C]) set(t string, ok bool, reason, msg string, args ...any
 	}
 }
 
+// quiet are the reasons of states an object passes through on its way, not
+// failures.
+var quiet = map[string]bool{ReasonCreating: true, ReasonDeleting: true}
+
 // statusRetries bounds flush's re-reads after conflicts: the status has few
 // writers (this reconciler and the watchdog), so more means the caller
 // should requeue.
@@ -151,6 +181,11 @@ func (s *status[O, K, C]) discard() { s.discarded = true }
 // flush patches the status if anything changed and announces transitions.
 func (s *status[O, K, C]) flush(ctx context.Context) error {
 	if s.discarded || reflect.DeepEqual(s.base, client.Object(s.obj)) {
+		return nil
+	}
+	// An empty patch is no change at all (Cluster API's patch helper skips
+	// it too): nothing to write, nothing to announce.
+	if data, err := client.MergeFrom(s.base).Data(s.obj); err == nil && string(data) == "{}" {
 		return nil
 	}
 	// The conditions list is replaced whole by a merge patch, so the patch
@@ -181,18 +216,17 @@ func (s *status[O, K, C]) flush(ctx context.Context) error {
 	}
 	s.r.supersede(obj, base.GetResourceVersion())
 	s.base = s.obj.DeepCopyObject().(client.Object)
-	// One Event per condition whose status or reason differs from what was
-	// read: a transition, never a repeat, never an intermediate state.
+	// One Warning Event per transition into a failure (a condition's
+	// status or reason differs from what was read): a transition, never a
+	// repeat, never an intermediate state. Transitions to True are not
+	// evented: the Created (or Adopted) Event already says it, and each
+	// Event is an API write.
 	for _, t := range []string{ConditionSynced, ConditionReady} {
 		c, old := s.get(t), meta.FindStatusCondition(s.before, t)
-		if c == nil || (old != nil && old.Status == c.Status && old.Reason == c.Reason) {
+		if c == nil || c.Status == metav1.ConditionTrue || quiet[c.Reason] || (old != nil && old.Status == c.Status && old.Reason == c.Reason) {
 			continue
 		}
-		typ := corev1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue {
-			typ = corev1.EventTypeWarning
-		}
-		s.r.event(s.obj, typ, c.Reason, ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
+		s.r.event(s.obj, corev1.EventTypeWarning, c.Reason, ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
 	}
 	s.before = nil
 	for _, c := range *s.f.conditions {

@@ -126,7 +126,7 @@ func newEnv(t *testing.T, storeClient client.Client) *env {
 	if e.store, err = ledger.NewConfigMapStore(storeClient, recNS); err != nil {
 		t.Fatal(err)
 	}
-	e.led = ledger.New(e.store, ledger.Options{})
+	e.led = ledgerOn(e.store)
 	e.pool, err = clientpool.New(clientpool.Options[string, *pgtarget.Target]{
 		Name: "lifecycle-test-" + e.ns,
 		Dial: clientpool.DialFn[string, *pgtarget.Target](pgtarget.Open),
@@ -157,7 +157,9 @@ func (e *env) adapter() lifecycle.Adapter[*Widget, string, *pgtarget.Target] {
 			}
 			return lifecycle.Connection[string]{Key: cm.Data["dsn"], Parent: &cm}, nil
 		},
-		IdentifyFn: func(ctx context.Context, t *pgtarget.Target) (ledger.Identity, error) { return t.Identify(ctx) },
+		ProveFn: func(ctx context.Context, t *pgtarget.Target, q ledger.Question) (ledger.Answer, error) {
+			return t.Prove(ctx, q)
+		},
 		ObserveFn: func(ctx context.Context, t *pgtarget.Target, _ *Widget, tag string) (lifecycle.Observation, error) {
 			ids, err := t.FindByTag(ctx, tag)
 			return lifecycle.Observation{IDs: ids, UpToDate: true}, err
@@ -178,7 +180,7 @@ func (e *env) adapter() lifecycle.Adapter[*Widget, string, *pgtarget.Target] {
 			return w.Spec.RoleName, nil
 		},
 		UpdateFn: func(context.Context, *pgtarget.Target, *Widget, string, string) error { return nil },
-		DeleteFn: func(ctx context.Context, t *pgtarget.Target, _ *Widget, id, _ string) error {
+		DeleteFn: func(ctx context.Context, t *pgtarget.Target, id, tag string) error {
 			if e.deleteErr != nil {
 				if err := e.deleteErr(); errors.Is(err, errLie) {
 					return nil
@@ -186,7 +188,7 @@ func (e *env) adapter() lifecycle.Adapter[*Widget, string, *pgtarget.Target] {
 					return err
 				}
 			}
-			return t.Delete(ctx, id)
+			return t.Delete(ctx, id, tag)
 		},
 	}
 }
@@ -196,6 +198,12 @@ func (e *env) reconciler(c lifecycle.Client, o lifecycle.Options) *lifecycle.Rec
 	o.Finalizer = finalizer
 	o.Scheme = e.c.Scheme()
 	o.Recorder = e.events
+	// The tests name the guarantees they leave out by leaving them nil.
+	for g, isNil := range map[lifecycle.Guarantee]bool{lifecycle.SkipLedger: o.Ledger == nil, lifecycle.SkipHold: o.Hold == nil, lifecycle.SkipWatchdog: o.Watchdog == nil} {
+		if isNil {
+			o.Skip |= g
+		}
+	}
 	if c == nil {
 		c = e.c
 	}
@@ -283,7 +291,17 @@ func mustStore(t *testing.T, c client.Client, ns string) *ledger.ConfigMapStore 
 	return s
 }
 
-func ledgerOn(s ledger.Store) *ledger.Ledger { return ledger.New(s, ledger.Options{}) }
+// testKey is the one operator key of these tests: every ledger over any
+// store signs alike, as one operator's replicas do.
+var testKey = ledger.GenerateKey()
+
+func ledgerOn(s ledger.Store) *ledger.Ledger {
+	l, err := ledger.New(s, ledger.Options{Key: testKey})
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
 
 func waitGone(t *testing.T, e *env, w *Widget) error {
 	t.Helper()

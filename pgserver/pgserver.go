@@ -113,9 +113,18 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	_ = os.Remove(pwfile)
 
+	if err := s.launch(ctx, bin, data, cred, opts.Settings); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts postgres on data, on a free loopback port, and waits until
+// it answers.
+func (s *Server) launch(ctx context.Context, bin, data string, cred *syscall.Credential, extra map[string]string) error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("pgserver: free port: %w", err)
+		return fmt.Errorf("pgserver: free port: %w", err)
 	}
 	s.Port = l.Addr().(*net.TCPAddr).Port
 	_ = l.Close() // only probing for a free port
@@ -123,14 +132,14 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	settings := map[string]string{
 		"listen_addresses":        "127.0.0.1",
 		"port":                    strconv.Itoa(s.Port),
-		"unix_socket_directories": dir,
+		"unix_socket_directories": s.dir,
 		"fsync":                   "off",
 		"full_page_writes":        "off",
 		"synchronous_commit":      "off",
 		"max_connections":         "300",
 		"log_min_messages":        "warning",
 	}
-	for k, v := range opts.Settings {
+	for k, v := range extra {
 		settings[k] = v
 	}
 	args := []string{"-D", data}
@@ -144,14 +153,14 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	f, err := os.Create(s.log)
 	if err != nil {
-		return nil, fmt.Errorf("pgserver: %w", err)
+		return fmt.Errorf("pgserver: %w", err)
 	}
 	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	s.cmd.Stdout, s.cmd.Stderr = f, f
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		_ = f.Close() // the process never started
-		return nil, fmt.Errorf("pgserver: start: %w", err)
+		return fmt.Errorf("pgserver: start: %w", err)
 	}
 	s.done = make(chan struct{})
 	go func() {
@@ -159,10 +168,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		_ = f.Close() // the log is complete once the process exits
 		close(s.done)
 	}()
-	if err := s.waitReady(ctx); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.waitReady(ctx)
 }
 
 // DSN is the admin connection string, database postgres.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
 )
 
@@ -23,8 +24,10 @@ type Invariant string
 
 // The invariants.
 const (
-	// NoLeak: every role and database in PostgreSQL that carries a finale
-	// ownership tag has a live owner object or a cleanup record.
+	// NoLeak: every role and database in PostgreSQL that the operator may
+	// have created (carrying a finale ownership tag, or under a name only
+	// the operator uses: a database's pending name) has a live owner object
+	// or a cleanup record.
 	NoLeak Invariant = "no-leak"
 	// Finished: once faults healed, every deletion completes within a bound.
 	Finished Invariant = "finished"
@@ -62,30 +65,50 @@ type Scope struct {
 	OwnerUIDs  map[string]bool
 }
 
-// Tagged is one role or database in PostgreSQL with a finale ownership tag.
+// Tagged is one role or database in PostgreSQL that the operator may have
+// created: with a finale ownership tag, or a database under a pending name
+// (catalog.PendingPrefix) whose tag may never have been set.
 type Tagged struct {
 	Kind, Name, Tag string
 }
 
-// UID is the owner UID the tag names.
-func (t Tagged) UID() string { return t.Tag[strings.LastIndex(t.Tag, ":")+1:] }
+// UID is the owner UID the tag names; "" for an untagged pending database.
+func (t Tagged) UID() string {
+	if t.Tag == "" {
+		return ""
+	}
+	return t.Tag[strings.LastIndex(t.Tag, ":")+1:]
+}
 
 func (s Scope) has(t Tagged) bool {
+	if t.Tag == "" {
+		return s.pending()[t.Name] != ""
+	}
 	return (s.NamePrefix != "" && strings.HasPrefix(t.Name, s.NamePrefix)) || s.OwnerUIDs[t.UID()]
 }
 
+// pending maps the pending database name of each owner in scope to its UID.
+func (s Scope) pending() map[string]string {
+	out := map[string]string{}
+	for uid := range s.OwnerUIDs {
+		out[catalog.PendingDatabaseName(ledger.TagPrefix+"database:"+uid)] = uid
+	}
+	return out
+}
+
 // ListTagged lists the roles and databases in PostgreSQL whose comment is a
-// finale ownership tag, within scope.
+// finale ownership tag, and the databases under a pending name whatever
+// their comment, within scope.
 func ListTagged(ctx context.Context, db Querier, scope Scope) ([]Tagged, error) {
 	rows, err := db.Query(ctx, `
 		SELECT 'role', r.rolname, d.description FROM pg_roles r
 		  JOIN pg_shdescription d ON d.objoid = r.oid AND d.classoid = 'pg_authid'::regclass
 		  WHERE d.description LIKE $1
 		UNION ALL
-		SELECT 'database', b.datname, d.description FROM pg_database b
-		  JOIN pg_shdescription d ON d.objoid = b.oid AND d.classoid = 'pg_database'::regclass
-		  WHERE d.description LIKE $1
-		ORDER BY 1, 2`, ledger.TagPrefix+"%")
+		SELECT 'database', b.datname, coalesce(d.description, '') FROM pg_database b
+		  LEFT JOIN pg_shdescription d ON d.objoid = b.oid AND d.classoid = 'pg_database'::regclass
+		  WHERE d.description LIKE $1 OR b.datname LIKE $2
+		ORDER BY 1, 2`, ledger.TagPrefix+"%", catalog.PendingPrefix+"%")
 	if err != nil {
 		return nil, fmt.Errorf("list tagged objects in PostgreSQL: %w", err)
 	}
@@ -142,9 +165,14 @@ func CheckNoLeak(ctx context.Context, db Querier, c client.Reader, recordsNamesp
 		}
 	}
 	var out []Violation
+	pending := scope.pending()
 	for _, t := range tagged {
-		if !live[t.UID()] && !records[t.UID()] {
-			out = append(out, Violation{NoLeak, fmt.Sprintf("%s %s (%s) has no owner object and no cleanup record", t.Kind, t.Name, t.Tag)})
+		uid := t.UID()
+		if t.Tag == "" {
+			uid = pending[t.Name] // an untagged pending database: whose name is it?
+		}
+		if !live[uid] && !records[uid] {
+			out = append(out, Violation{NoLeak, fmt.Sprintf("%s %s (tag %q) has no owner object and no cleanup record", t.Kind, t.Name, t.Tag)})
 		}
 	}
 	return out, nil

@@ -43,8 +43,11 @@ func benchPass(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	id := ledger.Identity{Deployment: "bench", Token: []byte("0123456789abcdef")}
-	proof := ledger.Commit(id)
+	l, err := ledger.New(store, ledger.Options{Key: ledger.GenerateKey(), Clock: clocktesting.NewFakeClock(t0.Add(-time.Hour)), Remember: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc := &memService{deployment: "bench"}
 
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
@@ -56,9 +59,10 @@ func benchPass(b *testing.B, n int) {
 				return err
 			}
 			o := ownerOf(u)
-			at := t0.Add(-time.Hour)
-			return store.Put(gctx, &ledger.Record{Schema: ledger.SchemaVersion, Owner: o, Deployment: id.Deployment,
-				Proof: proof, Tag: ledger.Tag(o), ExternalIDs: []string{"role-" + string(o.UID)}, CreatedAt: at, LastCreateAttempt: at})
+			_, err := l.Create(gctx, ledger.Plan{Owner: o, Declared: []string{"role-" + string(o.UID)}}, svc, func(context.Context, string) ([]string, error) {
+				return []string{"role-" + string(o.UID)}, nil
+			})
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -75,8 +79,8 @@ func benchPass(b *testing.B, n int) {
 	go func() { _ = owners.Start(cctx) }()
 	calls := 0
 	s, err := sweep.New(sweep.Options{
-		Store: store, Owners: owners, Clock: clocktesting.NewFakeClock(t0),
-		Targets: sweep.TargetsFn(func(context.Context) ([]ledger.Target, error) {
+		Ledger: l, Owners: owners, Live: c, Clock: clocktesting.NewFakeClock(t0),
+		Targets: sweep.TargetsFn(func(context.Context, *ledger.Record) ([]sweep.Candidate, error) {
 			calls++
 			return nil, nil
 		}),

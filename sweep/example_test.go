@@ -1,26 +1,23 @@
 package sweep_test
 
 import (
-	"context"
-
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/sweep"
 )
 
-// Wiring the sweeper into an operator's manager: records from the ledger
-// store, owners from the cache, candidate connections from the operator.
+// Wiring the sweeper into an operator's manager: records from the
+// operator's ledger, owners from the cache and confirmed live, and for each
+// kind the connections its records may be swept through (a
+// lifecycle.Reconciler's SweepTargets).
 func Example() {
-	wire := func(mgr ctrl.Manager, connections func(context.Context) ([]ledger.Target, error)) error {
-		store, err := ledger.NewConfigMapStore(ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}, "") // $POD_NAMESPACE
-		if err != nil {
-			return err
-		}
+	wire := func(mgr ctrl.Manager, l *ledger.Ledger, roles, databases sweep.Targets) error {
 		s, err := sweep.New(sweep.Options{
-			Store:    store,
+			Ledger:   l,
 			Owners:   mgr.GetCache(),
-			Targets:  sweep.TargetsFn(connections),
+			Live:     mgr.GetAPIReader(),
+			Targets:  sweep.ByKind{"Role": roles, "Database": databases},
 			Recorder: mgr.GetEventRecorder("finale-sweep"),
 		})
 		if err != nil {

@@ -130,6 +130,7 @@ type env struct {
 	c      client.Client
 	store  *ledger.ConfigMapStore
 	clock  *clocktesting.FakeClock
+	key    ledger.Key
 	l      *ledger.Ledger
 	users  string
 	a      *pgtarget.Target
@@ -147,15 +148,28 @@ func newEnv(t *testing.T) *env {
 	}
 	clk := clocktesting.NewFakeClock(t0)
 	a, dsn := pgtarget.Fresh(t, testenv.Postgres(t))
-	return &env{c: c, store: store, clock: clk, l: ledger.New(store, ledger.Options{Clock: clk}),
+	key := ledger.GenerateKey()
+	l, err := ledger.New(store, ledger.Options{Key: key, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{c: c, store: store, clock: clk, key: key, l: l,
 		users: testenv.Namespace(t, c), a: a, aDSN: dsn, events: &recorder{}}
 }
+
+// settled is how far the clock must move for a record to be swept.
+const settled = sweep.DefaultSettle + sweep.DefaultMaxClockSkew + time.Second
 
 // create makes owner's role in target through the ledger and returns its name.
 func (e *env) create(t *testing.T, owner ledger.Owner, tg *pgtarget.Target) string {
 	t.Helper()
+	return e.createWith(t, ledger.Plan{Owner: owner}, tg)
+}
+
+func (e *env) createWith(t *testing.T, p ledger.Plan, tg *pgtarget.Target) string {
+	t.Helper()
 	name := pgtarget.RandomName("sweep_")
-	if _, err := e.l.Create(t.Context(), owner, tg, func(ctx context.Context, tag string) ([]string, error) {
+	if _, err := e.l.Create(t.Context(), p, tg, func(ctx context.Context, tag string) ([]string, error) {
 		return []string{name}, tg.CreateRole(ctx, name, tag)
 	}); err != nil {
 		t.Fatal(err)
@@ -163,12 +177,27 @@ func (e *env) create(t *testing.T, owner ledger.Owner, tg *pgtarget.Target) stri
 	return name
 }
 
+// candidates offers the same targets for every record, named target-0, ...
+func candidates(targets ...ledger.Target) sweep.Targets {
+	return sweep.TargetsFn(func(context.Context, *ledger.Record) ([]sweep.Candidate, error) {
+		var out []sweep.Candidate
+		for i, tg := range targets {
+			out = append(out, sweep.Candidate{Name: fmt.Sprintf("target-%d", i), Target: tg})
+		}
+		return out, nil
+	})
+}
+
+func (e *env) options(owners client.Reader, targets ...ledger.Target) sweep.Options {
+	return sweep.Options{
+		Ledger: e.l, Owners: owners, Live: e.c, Recorder: e.events, Clock: e.clock, Interval: time.Minute,
+		Targets: candidates(targets...),
+	}
+}
+
 func (e *env) sweeper(t *testing.T, owners client.Reader, targets ...ledger.Target) *sweep.Sweeper {
 	t.Helper()
-	s, err := sweep.New(sweep.Options{
-		Store: e.store, Owners: owners, Recorder: e.events, Clock: e.clock, Interval: time.Minute,
-		Targets: sweep.TargetsFn(func(context.Context) ([]ledger.Target, error) { return targets, nil }),
-	})
+	s, err := sweep.New(e.options(owners, targets...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +261,17 @@ func metric(t *testing.T, name, label, value string) float64 {
 		}
 	}
 	return 0
+}
+
+// memService answers questions as a genuine deployment with nothing
+// tagged: for the benchmark's setup, which needs signed records fast.
+type memService struct {
+	deployment string
+	once       sync.Once
+	salt, tok  string
+}
+
+func (m *memService) Prove(_ context.Context, q ledger.Question) (ledger.Answer, error) {
+	m.once.Do(func() { m.salt, m.tok = q.Enroll.Salt, q.Enroll.Token })
+	return ledger.Answer{Deployment: m.deployment, Salt: m.salt, Response: ledger.Respond(m.tok, q, m.deployment, m.salt, nil)}, nil
 }

@@ -18,11 +18,16 @@ const (
 	// Unreachable: the owner is gone and settled, but no connection proves
 	// the record's deployment (or the cleanup through it failed).
 	Unreachable State = "unreachable"
-	// Invalid: the record does not decode or is inconsistent; never acted on.
+	// Invalid: the record does not decode, is inconsistent, or is not
+	// signed by this operator's key; never acted on.
 	Invalid State = "invalid"
+	// Adoptable: the owner's UID is gone but an object of the same kind,
+	// namespace and name exists (restored, re-created by GitOps): it may
+	// adopt the record, so nothing is deleted while it exists.
+	Adoptable State = "adoptable"
 )
 
-var states = []State{Waiting, Settling, Unreachable, Invalid}
+var states = []State{Waiting, Settling, Unreachable, Invalid, Adoptable}
 
 var (
 	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -37,6 +42,10 @@ var (
 		Name: "finale_sweep_records_removed_total",
 		Help: "Cleanup records removed after their deployment confirmed the delete.",
 	})
+	retainedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "finale_sweep_retained_total",
+		Help: "Cleanup records of gone owners with deletion policy Retain: forgotten without deleting anything.",
+	})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_sweep_errors_total",
 		Help: "Sweeper errors by errclass class.",
@@ -49,5 +58,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(recordsGauge, deletedTotal, removedTotal, errorsTotal, passSeconds)
+	metrics.Registry.MustRegister(recordsGauge, deletedTotal, removedTotal, retainedTotal, errorsTotal, passSeconds)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,40 +29,76 @@ const (
 	ReasonUnreachable = "CleanupRecordUnreachable"
 	ReasonInvalid     = "CleanupRecordInvalid"
 	ReasonSwept       = "CleanupRecordSwept"
+	ReasonRetained    = "CleanupRecordRetained"
+	ReasonAdoptable   = "CleanupRecordAdoptable"
 	ActionSweep       = "Sweep"
 
-	// MessageUnreachable: owner, deployment, IDs, tag, namespace, name, error.
-	MessageUnreachable = "owner %s is gone but no connection proves deployment %s (%v). " +
+	// MessageUnreachable: owner, deployment, connections tried, error
+	// class, IDs, tag, namespace, name.
+	MessageUnreachable = "owner %s is gone but no allowed connection proves deployment %s (tried: %s; last error class %s). " +
+		"The sweeper uses only the connection object the record names, if it still exists, and connections an admin designated. " +
 		"To clean up by hand: in that deployment delete the resources with IDs %q and any resource tagged %q, " +
 		"then delete this record: kubectl -n %s delete configmap %s"
-	// MessageInvalid: namespace, name, error.
-	MessageInvalid = "cleanup record %s/%s is invalid and will not be acted on or deleted by the sweeper: %v. " +
+	// MessageInvalid: namespace, name, what is wrong.
+	MessageInvalid = "cleanup record %s/%s is invalid and will not be acted on or deleted by the sweeper: %s. " +
 		"Repair it, or clean up its external resources by hand and then delete it"
-	// MessageSwept: owner, number of deleted resources, deployment.
-	MessageSwept = "owner %s is gone: deleted %d external resource(s) in deployment %s, then removed this record"
+	// MessageSwept: owner, number of deleted resources, deployment, connection.
+	MessageSwept = "owner %s is gone: deleted %d external resource(s) in deployment %s through %s, then removed this record"
+	// MessageRetained: owner, IDs, tag, deployment.
+	MessageRetained = "owner %s is gone and its deletion policy is Retain: the resources with IDs %q (tag %q) stay in deployment %s; the record is removed and nothing was deleted"
+	// MessageAdoptable: owner, the object that now has its name.
+	MessageAdoptable = "owner %s is gone but %s has its kind, namespace and name: it may adopt this record, so the sweeper deletes nothing while it exists"
 )
 
 // Defaults.
 const (
-	DefaultSettle     = 5 * time.Minute
-	DefaultInterval   = time.Minute
-	DefaultPageSize   = 500
-	DefaultWorkers    = 4
-	DefaultMaxBackoff = 30 * time.Minute
+	DefaultSettle       = 5 * time.Minute
+	DefaultMaxClockSkew = time.Minute
+	DefaultInterval     = time.Minute
+	DefaultPageSize     = 500
+	DefaultWorkers      = 4
+	DefaultMaxBackoff   = 30 * time.Minute
 )
 
-// Targets lists the connections the sweeper may try: typically one per
-// connection object the operator knows, in any namespace. The sweeper uses
-// one only for records whose deployment it proves.
+// Candidate is a connection the sweeper may use for one record.
+type Candidate struct {
+	// Name says which connection it is ("Server team-a/pg (uid ...)"), for
+	// the log and Events: an admin must be able to tell which connection
+	// a sweep used.
+	Name   string
+	Target ledger.Target
+}
+
+// Targets lists, for one record, the connections the sweeper may use, in
+// the order to try them. An implementation offers only the connection
+// object the record names (ledger.Record.Via, if it still exists with the
+// same UID) and connections an admin designated for sweeping: never any
+// connection that merely proves the deployment, because a tenant's
+// connection to a copy of the deployment proves it too.
 type Targets interface {
-	Targets(ctx context.Context) ([]ledger.Target, error)
+	Targets(ctx context.Context, r *ledger.Record) ([]Candidate, error)
 }
 
 // TargetsFn adapts a function to Targets.
-type TargetsFn func(ctx context.Context) ([]ledger.Target, error)
+type TargetsFn func(ctx context.Context, r *ledger.Record) ([]Candidate, error)
 
 // Targets implements Targets.
-func (f TargetsFn) Targets(ctx context.Context) ([]ledger.Target, error) { return f(ctx) }
+func (f TargetsFn) Targets(ctx context.Context, r *ledger.Record) ([]Candidate, error) {
+	return f(ctx, r)
+}
+
+// ByKind dispatches to the Targets of the record owner's kind (the owner's
+// Kind, as recorded); a kind it does not know has no candidates.
+type ByKind map[string]Targets
+
+// Targets implements Targets.
+func (b ByKind) Targets(ctx context.Context, r *ledger.Record) ([]Candidate, error) {
+	t, ok := b[r.Owner.Kind]
+	if !ok {
+		return nil, nil
+	}
+	return t.Targets(ctx, r)
+}
 
 // EventRecorder is the part of controller-runtime's manager recorder
 // (k8s.io/client-go/tools/events.EventRecorder) the sweeper uses.
@@ -69,13 +106,19 @@ type EventRecorder interface {
 	Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
-// Options configure a Sweeper. Store, Owners and Targets are required.
+// Options configure a Sweeper. Ledger, Owners, Live and Targets are
+// required.
 type Options struct {
-	// Store holds the records (the operator's ledger store).
-	Store ledger.Store
+	// Ledger is the operator's ledger: it authenticates the records and
+	// removes them.
+	Ledger *ledger.Ledger
 	// Owners reads owners by namespace/name as PartialObjectMetadata; give it
 	// the manager's cache, so that a pass does not GET each owner.
 	Owners client.Reader
+	// Live reads from the API server itself (the manager's APIReader): an
+	// owner the cache calls gone is confirmed gone live before anything
+	// irreversible.
+	Live client.Reader
 	// Targets are the candidate connections.
 	Targets Targets
 	// Recorder receives Events about records; nil records none.
@@ -89,6 +132,9 @@ type Options struct {
 	// is left alone (default DefaultSettle): an owner created a moment ago
 	// may not be in the cache yet.
 	Settle time.Duration
+	// MaxClockSkew is added to Settle (default DefaultMaxClockSkew): the
+	// attempt time was stamped by another replica's clock.
+	MaxClockSkew time.Duration
 	// Interval is the time between passes (default DefaultInterval) and the
 	// first backoff step.
 	Interval time.Duration
@@ -107,8 +153,7 @@ type Options struct {
 // Sweeper is a leader-elected Runnable that finishes the cleanup of records
 // whose owner is gone.
 type Sweeper struct {
-	opts   Options
-	ledger *ledger.Ledger
+	opts Options
 
 	mu    sync.Mutex       // guards memos
 	memos map[string]*memo // by record key; records not healthy-Waiting only
@@ -130,11 +175,14 @@ var (
 // New checks opts, fills in defaults and returns a Sweeper.
 func New(opts Options) (*Sweeper, error) {
 	var missing []string
-	if opts.Store == nil {
-		missing = append(missing, "Store")
+	if opts.Ledger == nil {
+		missing = append(missing, "Ledger")
 	}
 	if opts.Owners == nil {
 		missing = append(missing, "Owners")
+	}
+	if opts.Live == nil {
+		missing = append(missing, "Live")
 	}
 	if opts.Targets == nil {
 		missing = append(missing, "Targets")
@@ -142,14 +190,17 @@ func New(opts Options) (*Sweeper, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("sweep: New: missing %v", missing)
 	}
-	if opts.Settle < 0 || opts.Interval < 0 || opts.MaxBackoff < 0 || opts.PageSize < 0 || opts.Workers < 0 {
-		return nil, errors.New("sweep: New: Settle, Interval, MaxBackoff, PageSize and Workers must not be negative")
+	if opts.Settle < 0 || opts.MaxClockSkew < 0 || opts.Interval < 0 || opts.MaxBackoff < 0 || opts.PageSize < 0 || opts.Workers < 0 {
+		return nil, errors.New("sweep: New: Settle, MaxClockSkew, Interval, MaxBackoff, PageSize and Workers must not be negative")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.Settle == 0 {
 		opts.Settle = DefaultSettle
+	}
+	if opts.MaxClockSkew == 0 {
+		opts.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
@@ -169,11 +220,7 @@ func New(opts Options) (*Sweeper, error) {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logf.Log.WithName("sweep")
 	}
-	return &Sweeper{
-		opts:   opts,
-		ledger: ledger.New(opts.Store, ledger.Options{Clock: opts.Clock, Classifier: opts.Classifier}),
-		memos:  map[string]*memo{},
-	}, nil
+	return &Sweeper{opts: opts, memos: map[string]*memo{}}, nil
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: two sweepers
@@ -200,13 +247,14 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // Report is what one pass found and did. Records in backoff are counted in
 // the state they were last found in.
 type Report struct {
-	Waiting, Settling, Unreachable, Invalid int
+	Waiting, Settling, Unreachable, Invalid, Adoptable int
 	// BackingOff counts records skipped this pass because of earlier failures.
 	BackingOff int
 	// Deleted counts external resources deleted; Removed counts records
-	// removed after a confirmed delete.
-	Deleted, Removed int
-	// Errors counts failures (owner lookups, identification, cleanup).
+	// removed after a confirmed delete; Retained counts records of Retain
+	// owners forgotten without deleting.
+	Deleted, Removed, Retained int
+	// Errors counts failures (owner lookups, proofs, cleanup).
 	Errors int
 }
 
@@ -220,6 +268,8 @@ func (r *Report) count(st State) {
 		r.Unreachable++
 	case Invalid:
 		r.Invalid++
+	case Adoptable:
+		r.Adoptable++
 	}
 }
 
@@ -230,14 +280,6 @@ type pass struct {
 
 	mu  sync.Mutex // guards rep
 	rep Report
-
-	targetsOnce sync.Once
-	targets     []candidate // set by targetsOnce
-}
-
-type candidate struct {
-	t  ledger.Target
-	id ledger.Identity
 }
 
 // Pass goes once over all records. It returns an error only when the records
@@ -252,7 +294,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	cont := ""
 	for {
-		page, err := s.opts.Store.List(ctx, s.opts.PageSize, cont)
+		page, err := s.opts.Ledger.List(ctx, s.opts.PageSize, cont)
 		if err != nil {
 			p.countErr(ctx, err)
 			return p.rep, fmt.Errorf("sweep: %w", err)
@@ -280,7 +322,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
-		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid}[st]
+		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable}[st]
 		recordsGauge.WithLabelValues(string(st)).Set(float64(n))
 	}
 	return rep, ctx.Err()
@@ -353,10 +395,11 @@ func (p *pass) add(f func(r *Report)) {
 	f(&p.rep)
 }
 
-func (p *pass) countErr(ctx context.Context, err error) {
+func (p *pass) countErr(ctx context.Context, err error) errclass.Class {
 	cl := p.s.opts.Classifier.Classify(ctx, err)
 	errorsTotal.WithLabelValues(string(cl)).Inc()
 	p.add(func(r *Report) { r.Errors++ })
+	return cl
 }
 
 func (p *pass) invalid(inv ledger.Invalid) {
@@ -367,8 +410,12 @@ func (p *pass) invalid(inv ledger.Invalid) {
 		if inv.Record != nil && inv.Record.Source != nil {
 			ns, name = inv.Record.Source.Namespace, inv.Record.Source.Name
 		}
+		what := "it does not decode or is inconsistent"
+		if errors.Is(inv.Err, ledger.ErrUnauthenticated) {
+			what = "it is not signed by this operator's key (edited, forged, or written by another installation)"
+		}
 		p.s.opts.Log.Error(inv.Err, "invalid cleanup record left alone", "namespace", ns, "name", name)
-		p.event(inv.Record, corev1.EventTypeWarning, ReasonInvalid, MessageInvalid, ns, name, inv.Err)
+		p.event(inv.Record, corev1.EventTypeWarning, ReasonInvalid, MessageInvalid, ns, name, what)
 	}
 }
 
@@ -385,27 +432,45 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.add(func(rep *Report) { rep.BackingOff++; rep.count(m.state) })
 		return
 	}
-	gone, err := p.ownerGone(ctx, r)
-	if err != nil {
+	st, other, err := p.owner(ctx, r, p.s.opts.Owners)
+	if err == nil && st == gone {
+		// The cache may lag: nothing irreversible on its word alone.
+		st, other, err = p.owner(ctx, r, p.s.opts.Live)
+	}
+	switch {
+	case err != nil:
 		p.countErr(ctx, err)
 		p.s.opts.Log.Error(err, "look up owner of cleanup record", "owner", r.Owner.String())
 		p.settle(k, Waiting, true)
 		return
-	}
-	if !gone {
+	case st == alive:
 		p.settle(k, Waiting, false)
 		return
+	case st == namesake:
+		if p.settle(k, Adoptable, false) {
+			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(MessageAdoptable, r.Owner, other), "owner", r.Owner.String())
+			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, MessageAdoptable, r.Owner.String(), other)
+		}
+		return
 	}
-	if p.now.Sub(r.SettleFrom()) < p.s.opts.Settle {
+	if p.now.Sub(r.SettleFrom()) < p.s.opts.Settle+p.s.opts.MaxClockSkew {
 		p.settle(k, Settling, false)
 		return
 	}
-	lastErr := errNoTarget
-	for _, c := range p.candidates(ctx) {
-		if !ledger.Proves(c.id, r.Deployment, r.Proof) {
-			continue
-		}
-		res, err := p.s.ledger.Cleanup(ctx, r.Owner.UID, c.t)
+	if r.Policy == ledger.PolicyRetain {
+		p.retain(ctx, k, r)
+		return
+	}
+	cands, err := p.s.opts.Targets.Targets(ctx, r)
+	if err != nil {
+		p.countErr(ctx, err)
+		p.s.opts.Log.Error(err, "list sweep targets", "owner", r.Owner.String())
+	}
+	var tried []string
+	var lastErr error = errNoTarget
+	for _, c := range cands {
+		tried = append(tried, c.Name)
+		res, err := p.s.opts.Ledger.Cleanup(ctx, r.Owner.UID, c.Target)
 		if n := len(res.Deleted); n > 0 {
 			deletedTotal.Add(float64(n))
 			p.add(func(rep *Report) { rep.Deleted += n })
@@ -414,13 +479,14 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 			if res.Removed {
 				removedTotal.Inc()
 				p.add(func(rep *Report) { rep.Removed++ })
-				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "deleted", res.Deleted)
-				p.event(r, corev1.EventTypeNormal, ReasonSwept, MessageSwept, r.Owner.String(), len(res.Deleted), r.Deployment)
+				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "connection", c.Name, "deleted", res.Deleted)
+				p.event(r, corev1.EventTypeNormal, ReasonSwept, MessageSwept, r.Owner.String(), len(res.Deleted), r.Deployment, c.Name)
 			}
 			p.forget(k)
 			return
 		}
 		p.countErr(ctx, err)
+		p.s.opts.Log.Info("sweep through connection failed", "owner", r.Owner.String(), "connection", c.Name, "error", err.Error())
 		lastErr = err
 		if !errors.Is(err, ledger.ErrNotProven) {
 			break // a real failure in the right deployment: retry later
@@ -430,16 +496,41 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 	if r.Source != nil {
 		ns, name = r.Source.Namespace, r.Source.Name
 	}
-	args := []interface{}{r.Owner.String(), r.Deployment, lastErr, r.ExternalIDs, r.Tag, ns, name}
+	if len(tried) == 0 {
+		tried = []string{"none available"}
+	}
+	class := p.s.opts.Classifier.Classify(ctx, lastErr)
+	if errors.Is(lastErr, ledger.ErrNotProven) {
+		class = "NotProven"
+	}
+	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(tried, ", "), class, r.ExternalIDs, r.Tag, ns, name}
 	if p.settle(k, Unreachable, true) {
-		p.s.opts.Log.Info("cleanup record unreachable: "+fmt.Sprintf(MessageUnreachable, args...), "owner", r.Owner.String())
+		p.s.opts.Log.Info("cleanup record unreachable: "+fmt.Sprintf(MessageUnreachable, args...), "owner", r.Owner.String(), "error", lastErr.Error())
 		p.event(r, corev1.EventTypeWarning, ReasonUnreachable, MessageUnreachable, args...)
 	} else {
 		p.s.opts.Log.V(1).Info("cleanup record still unreachable", "owner", r.Owner.String(), "deployment", r.Deployment, "error", lastErr.Error())
 	}
 }
 
-var errNoTarget = errors.New("no known connection reaches it")
+// retain forgets the record of a gone Retain owner: its resources stay,
+// the sweeper never deletes them, and an admin is told which they are.
+func (p *pass) retain(ctx context.Context, k string, r *ledger.Record) {
+	// The Event goes first: it names what stays, and it must outlive the
+	// record it is about.
+	p.event(r, corev1.EventTypeNormal, ReasonRetained, MessageRetained, r.Owner.String(), r.ExternalIDs, r.Tag, r.Deployment)
+	if err := p.s.opts.Ledger.Store().Delete(ctx, r); err != nil {
+		p.countErr(ctx, err)
+		p.s.opts.Log.Error(err, "forget retained cleanup record", "owner", r.Owner.String())
+		p.settle(k, Waiting, true)
+		return
+	}
+	retainedTotal.Inc()
+	p.add(func(rep *Report) { rep.Retained++ })
+	p.s.opts.Log.Info("retained: "+fmt.Sprintf(MessageRetained, r.Owner, r.ExternalIDs, r.Tag, r.Deployment), "owner", r.Owner.String())
+	p.forget(k)
+}
+
+var errNoTarget = errors.New("no allowed connection for this record")
 
 func (p *pass) forget(k string) {
 	p.s.mu.Lock()
@@ -447,40 +538,29 @@ func (p *pass) forget(k string) {
 	delete(p.s.memos, k)
 }
 
-// candidates identifies every target once per pass, only when some record
-// needs it. Cleanup proves the identity again, live, before acting.
-func (p *pass) candidates(ctx context.Context) []candidate {
-	p.targetsOnce.Do(func() {
-		ts, err := p.s.opts.Targets.Targets(ctx)
-		if err != nil {
-			p.countErr(ctx, err)
-			p.s.opts.Log.Error(err, "list sweep targets")
-			return
-		}
-		for _, t := range ts {
-			id, err := t.Identify(ctx)
-			if err != nil {
-				p.countErr(ctx, err)
-				p.s.opts.Log.Error(err, "identify sweep target")
-				continue
-			}
-			p.targets = append(p.targets, candidate{t: t, id: id})
-		}
-	})
-	return p.targets
-}
+type ownerState int
 
-// ownerGone reports whether no object with the record's owner UID exists:
-// not found by namespace/name, or found with another UID (recreated).
-func (p *pass) ownerGone(ctx context.Context, r *ledger.Record) (bool, error) {
+const (
+	alive    ownerState = iota
+	gone                // no object of that kind, namespace and name
+	namesake            // another object (another UID) has the name
+)
+
+// owner looks the record's owner up through rd. The record is
+// authenticated, so its namespace and name are those of the UID it names,
+// and an object's namespace and name never change: looking up the name
+// and comparing the UID finds the owner by its UID.
+func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (ownerState, string, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(r.Owner.GroupVersionKind())
-	err := p.s.opts.Owners.Get(ctx, client.ObjectKey{Namespace: r.Owner.Namespace, Name: r.Owner.Name}, obj)
-	if apierrors.IsNotFound(err) {
-		return true, nil
+	err := rd.Get(ctx, client.ObjectKey{Namespace: r.Owner.Namespace, Name: r.Owner.Name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return gone, "", nil
+	case err != nil:
+		return alive, "", fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
+	case obj.GetUID() == r.Owner.UID:
+		return alive, "", nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
-	}
-	return obj.GetUID() != r.Owner.UID, nil
+	return namesake, fmt.Sprintf("%s %s/%s (uid %s)", r.Owner.Kind, obj.GetNamespace(), obj.GetName(), obj.GetUID()), nil
 }

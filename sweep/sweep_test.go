@@ -46,7 +46,7 @@ func TestNamespaceDeletedWhileOperatorDown(t *testing.T) {
 			t.Fatalf("record of %s went with the namespace", o)
 		}
 	}
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 
 	// The operator restarts with a new connection to the same server.
 	b, err := pgtarget.Open(t.Context(), e.aDSN)
@@ -60,10 +60,9 @@ func TestNamespaceDeletedWhileOperatorDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sweep.New(sweep.Options{
-		Store: e.store, Owners: mgr.GetCache(), Recorder: mgr.GetEventRecorder("finale-sweep"), Clock: e.clock, Interval: time.Minute,
-		Targets: sweep.TargetsFn(func(context.Context) ([]ledger.Target, error) { return []ledger.Target{b}, nil }),
-	})
+	opts := e.options(mgr.GetCache(), b)
+	opts.Live, opts.Recorder = mgr.GetAPIReader(), mgr.GetEventRecorder("finale-sweep")
+	s, err := sweep.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +114,11 @@ func TestNamespaceDeletedWhileOperatorDown(t *testing.T) {
 	}
 }
 
-func TestRecreatedOwnerIsLeftAlone(t *testing.T) {
+// TestNamesakeKeepsTheRecord: an owner re-created under the same kind,
+// namespace and name (a restore, a GitOps rebuild) may adopt the old
+// record, so while it exists nothing of the old owner's is deleted; once it
+// is gone too, the old record is swept.
+func TestNamesakeKeepsTheRecord(t *testing.T) {
 	e := newEnv(t)
 	old := newWidget(t, e.c, e.users, "same-name")
 	oldRole := e.create(t, old, e.a)
@@ -125,31 +128,97 @@ func TestRecreatedOwnerIsLeftAlone(t *testing.T) {
 		t.Fatal("recreated object kept its UID")
 	}
 	newRole := e.create(t, recreated, e.a)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 
+	s := e.sweeper(t, e.c, e.a)
+	rep, err := s.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sweep.Report{Waiting: 1, Adoptable: 1}, rep); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	if got := metric(t, "finale_sweep_records", "state", "adoptable"); got != 1 {
+		t.Errorf("finale_sweep_records{state=adoptable} = %v, want 1", got)
+	}
+	if !e.roleExists(t, oldRole) || !e.hasRecord(t, old) || !e.roleExists(t, newRole) || !e.hasRecord(t, recreated) {
+		t.Fatal("a role or record went while a namesake may adopt it")
+	}
+	if evs := e.events.byReason(sweep.ReasonAdoptable); len(evs) != 1 || !strings.Contains(evs[0].Note, string(recreated.UID)) {
+		t.Errorf("Adoptable events = %+v, want one naming the namesake", evs)
+	}
+
+	e.deleteOwner(t, recreated)
 	removedBefore := metric(t, "finale_sweep_records_removed_total", "", "")
-	deletedBefore := metric(t, "finale_sweep_deleted_total", "", "")
+	if rep, err = s.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sweep.Report{Deleted: 2, Removed: 2}, rep); diff != "" {
+		t.Errorf("report once the namesake is gone (-want +got):\n%s", diff)
+	}
+	if got := metric(t, "finale_sweep_records_removed_total", "", "") - removedBefore; got != 2 {
+		t.Errorf("records removed metric grew by %v, want 2", got)
+	}
+	if e.roleExists(t, oldRole) || e.roleExists(t, newRole) {
+		t.Error("a role survived")
+	}
+}
+
+// staleCache says every owner is gone.
+type staleCache struct{ client.Reader }
+
+func (staleCache) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(corev1.Resource("widgets"), key.Name)
+}
+
+// TestOwnerConfirmedLiveBeforeActing: a cache that lags (or lies) about an
+// owner being gone never makes the sweeper delete; the live read decides.
+func TestOwnerConfirmedLiveBeforeActing(t *testing.T) {
+	e := newEnv(t)
+	o := newWidget(t, e.c, e.users, "alive")
+	role := e.create(t, o, e.a)
+	e.clock.Step(settled)
+	rep, err := e.sweeper(t, staleCache{e.c}, e.a).Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sweep.Report{Waiting: 1}, rep); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	if !e.roleExists(t, role) || !e.hasRecord(t, o) {
+		t.Fatal("a live owner's role or record went on the cache's word")
+	}
+}
+
+// TestRetainIsNeverDeleted: a gone owner whose policy was Retain (a
+// finalizer removed by hand, a namespace deleted past the hold) keeps its
+// resources; the record is forgotten, counted and reported.
+func TestRetainIsNeverDeleted(t *testing.T) {
+	e := newEnv(t)
+	o := newWidget(t, e.c, e.users, "kept")
+	role := e.createWith(t, ledger.Plan{Owner: o, Policy: ledger.PolicyRetain}, e.a)
+	e.deleteOwner(t, o)
+	e.clock.Step(settled)
+	before := metric(t, "finale_sweep_retained_total", "", "")
 	rep, err := e.sweeper(t, e.c, e.a).Pass(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := metric(t, "finale_sweep_records_removed_total", "", "") - removedBefore; got != 1 {
-		t.Errorf("records removed metric grew by %v, want 1", got)
-	}
-	if got := metric(t, "finale_sweep_deleted_total", "", "") - deletedBefore; got != 1 {
-		t.Errorf("deleted metric grew by %v, want 1", got)
-	}
-	if got := metric(t, "finale_sweep_records", "state", "waiting"); got != 1 {
-		t.Errorf("finale_sweep_records{state=waiting} = %v, want 1", got)
-	}
-	if diff := cmp.Diff(sweep.Report{Waiting: 1, Deleted: 1, Removed: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Retained: 1}, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
-	if e.roleExists(t, oldRole) || e.hasRecord(t, old) {
-		t.Error("the old owner's role or record survived")
+	if !e.roleExists(t, role) {
+		t.Fatal("the sweeper deleted a Retain owner's role")
 	}
-	if !e.roleExists(t, newRole) || !e.hasRecord(t, recreated) {
-		t.Error("the recreated owner's role or record was touched")
+	if e.hasRecord(t, o) {
+		t.Error("the record of a retained resource was kept: the sweeper would look at it for ever")
+	}
+	if got := metric(t, "finale_sweep_retained_total", "", "") - before; got != 1 {
+		t.Errorf("finale_sweep_retained_total grew by %v, want 1", got)
+	}
+	evs := e.events.byReason(sweep.ReasonRetained)
+	if len(evs) != 1 || !strings.Contains(evs[0].Note, role) || evs[0].Regarding != ledger.ConfigMapName(o.UID) {
+		t.Errorf("Retained events = %+v, want one on the record naming the role", evs)
 	}
 }
 
@@ -175,7 +244,7 @@ func TestSettleWindowCountsFromLastAttempt(t *testing.T) {
 	if !e.roleExists(t, role) {
 		t.Fatal("role deleted inside the settle window")
 	}
-	e.clock.Step(3*time.Minute + time.Second)
+	e.clock.Step(3*time.Minute + sweep.DefaultMaxClockSkew + time.Second)
 	if rep, err = s.Pass(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -192,14 +261,13 @@ func TestUnreachableRecordStaysAndIsReported(t *testing.T) {
 	o := newWidget(t, e.c, e.users, "lost")
 	role := e.create(t, o, e.a)
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 	// The sweeper knows only deployment B.
 	b, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	var logs logLines
-	s, err := sweep.New(sweep.Options{
-		Store: e.store, Owners: e.c, Recorder: e.events, Clock: e.clock, Log: logs.logger(),
-		Targets: sweep.TargetsFn(func(context.Context) ([]ledger.Target, error) { return []ledger.Target{b}, nil }),
-	})
+	opts := e.options(e.c, b)
+	opts.Log = logs.logger()
+	s, err := sweep.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +275,7 @@ func TestUnreachableRecordStaysAndIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sweep.Report{Unreachable: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Unreachable: 1, Errors: 1}, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
 	if !e.hasRecord(t, o) || !e.roleExists(t, role) {
@@ -220,7 +288,7 @@ func TestUnreachableRecordStaysAndIsReported(t *testing.T) {
 	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Regarding != ledger.ConfigMapName(o.UID) {
 		t.Fatalf("events = %+v, want one Warning about the record", evs)
 	}
-	for _, want := range []string{role, ledger.Tag(o), "kubectl -n " + e.store.Namespace() + " delete configmap " + ledger.ConfigMapName(o.UID)} {
+	for _, want := range []string{role, ledger.Tag(o), "tried: target-0", "kubectl -n " + e.store.Namespace() + " delete configmap " + ledger.ConfigMapName(o.UID)} {
 		if !strings.Contains(evs[0].Note, want) {
 			t.Errorf("event note %q lacks %q", evs[0].Note, want)
 		}
@@ -240,20 +308,19 @@ func TestUnreachableRecordStaysAndIsReported(t *testing.T) {
 	}
 }
 
-// spoof is a server that claims deployment A, offers as its token whatever a
-// record reader could copy (the commitment), finds nothing and answers every
-// delete with "not found".
+// spoof is a server that claims deployment A with what a reader of records
+// knows (deployment and salt) and replays a response it once saw; it
+// finds nothing and answers every delete with "not found".
 type spoof struct {
-	claim   ledger.Identity
-	deletes atomic.Int32
+	deployment, salt, seen string
+	deletes                atomic.Int32
 }
 
-func (s *spoof) Identify(context.Context) (ledger.Identity, error) { return s.claim, nil }
-func (s *spoof) FindByTag(context.Context, string) ([]string, error) {
-	return nil, nil
+func (s *spoof) Prove(context.Context, ledger.Question) (ledger.Answer, error) {
+	return ledger.Answer{Deployment: s.deployment, Salt: s.salt, Response: s.seen}, nil
 }
 
-func (s *spoof) Delete(_ context.Context, id string) error {
+func (s *spoof) Delete(_ context.Context, id, _ string) error {
 	s.deletes.Add(1)
 	return apierrors.NewNotFound(corev1.Resource("roles"), id)
 }
@@ -262,23 +329,26 @@ func TestSpoofingServerCannotDropRecord(t *testing.T) {
 	e := newEnv(t)
 	o := newWidget(t, e.c, e.users, "spoofed")
 	role := e.create(t, o, e.a)
-	rec, err := e.store.Get(t.Context(), o.UID)
+	rec, err := e.l.Get(t.Context(), o.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := e.a.Prove(t.Context(), ledger.Question{KeyID: e.key.ID(), Challenge: "00", Tag: rec.Tag})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
-	for name, claim := range map[string]ledger.Identity{
-		"replays the commitment": {Deployment: rec.Deployment, Token: []byte(rec.Proof)},
-		"guesses a token":        {Deployment: rec.Deployment, Token: []byte("0123456789abcdef0123456789abcdef")},
+	e.clock.Step(settled)
+	for name, sp := range map[string]*spoof{
+		"replays a response": {deployment: rec.Deployment, salt: rec.Salt, seen: seen.Response},
+		"makes one up":       {deployment: rec.Deployment, salt: rec.Salt, seen: strings.Repeat("ab", 32)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sp := &spoof{claim: claim}
 			rep, err := e.sweeper(t, e.c, sp).Pass(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(sweep.Report{Unreachable: 1}, rep); diff != "" {
+			if diff := cmp.Diff(sweep.Report{Unreachable: 1, Errors: 1}, rep); diff != "" {
 				t.Errorf("report (-want +got):\n%s", diff)
 			}
 			if sp.deletes.Load() != 0 {
@@ -289,17 +359,17 @@ func TestSpoofingServerCannotDropRecord(t *testing.T) {
 			}
 		})
 	}
-	// The genuine deployment, next to the spoof, finishes the job.
+	// The genuine deployment, after the spoof, finishes the job.
 	genuine, err := pgtarget.Open(t.Context(), e.aDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer genuine.Close()
-	rep, err := e.sweeper(t, e.c, &spoof{claim: ledger.Identity{Deployment: rec.Deployment, Token: []byte(rec.Proof)}}, genuine).Pass(t.Context())
+	rep, err := e.sweeper(t, e.c, &spoof{deployment: rec.Deployment, salt: rec.Salt}, genuine).Pass(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sweep.Report{Deleted: 1, Removed: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Deleted: 1, Removed: 1, Errors: 1}, rep); diff != "" {
 		t.Errorf("report with the genuine deployment (-want +got):\n%s", diff)
 	}
 	if e.hasRecord(t, o) || e.roleExists(t, role) {
@@ -307,37 +377,39 @@ func TestSpoofingServerCannotDropRecord(t *testing.T) {
 	}
 }
 
-// switching reaches deployment A until its first delete, then reports B: the
-// proof and the delete were two requests that may have reached different
-// backends.
+// switching reaches deployment A until its first delete, then answers as
+// B: the proof and the delete were two requests that may have reached
+// different backends.
 type switching struct {
 	*pgtarget.Target
-	b       ledger.Identifier
+	b       ledger.Prover
 	armed   atomic.Bool // the next delete switches to B
 	deleted atomic.Bool // switched to B
 }
 
-func (s *switching) Identify(ctx context.Context) (ledger.Identity, error) {
+func (s *switching) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
 	if s.deleted.Load() {
-		return s.b.Identify(ctx)
+		return s.b.Prove(ctx, q)
 	}
-	return s.Target.Identify(ctx)
+	return s.Target.Prove(ctx, q)
 }
 
-func (s *switching) Delete(ctx context.Context, id string) error {
+func (s *switching) Delete(ctx context.Context, id, tag string) error {
 	if s.armed.CompareAndSwap(true, false) {
 		defer s.deleted.Store(true)
 	}
-	return s.Target.Delete(ctx, id)
+	return s.Target.Delete(ctx, id, tag)
 }
 
-func TestIdentityReadAgainAfterDelete(t *testing.T) {
+func TestProvenAgainAfterDelete(t *testing.T) {
 	e := newEnv(t)
 	b, _ := pgtarget.Fresh(t, testenv.Postgres(t))
+	// B is enrolled with the same key: a deployment of the same operator.
+	e.create(t, newWidget(t, e.c, e.users, "in-b"), b)
 	o := newWidget(t, e.c, e.users, "switch")
 	e.create(t, o, e.a)
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 	sw := &switching{Target: e.a, b: b}
 	sw.armed.Store(true)
 	s := e.sweeper(t, e.c, sw)
@@ -345,7 +417,7 @@ func TestIdentityReadAgainAfterDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sweep.Report{Unreachable: 1, Deleted: 1, Errors: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Waiting: 1, Unreachable: 1, Deleted: 1, Errors: 1}, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
 	if !e.hasRecord(t, o) {
@@ -358,7 +430,7 @@ func TestIdentityReadAgainAfterDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The recorded ID is deleted again (already gone: confirmed).
-	if diff := cmp.Diff(sweep.Report{Deleted: 1, Removed: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Waiting: 1, Deleted: 1, Removed: 1}, rep); diff != "" {
 		t.Errorf("report on A (-want +got):\n%s", diff)
 	}
 	if e.hasRecord(t, o) {
@@ -370,20 +442,22 @@ func TestIDlessRecordCheckedAgainstDeploymentFirst(t *testing.T) {
 	e := newEnv(t)
 	b, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	o := newWidget(t, e.c, e.users, "idless")
+	// B is enrolled with the same key, and holds a record of its own.
+	e.create(t, newWidget(t, e.c, e.users, "in-b"), b)
 	// A create in A whose answer was lost: a record without IDs.
-	if _, err := e.l.Create(t.Context(), o, e.a, func(context.Context, string) ([]string, error) {
+	if _, err := e.l.Create(t.Context(), ledger.Plan{Owner: o}, e.a, func(context.Context, string) ([]string, error) {
 		return nil, errors.New("connection reset")
 	}); err == nil {
 		t.Fatal("want the create error")
 	}
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 	// B finds nothing with the tag, which would look like "nothing to do".
 	rep, err := e.sweeper(t, e.c, b).Pass(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(sweep.Report{Unreachable: 1}, rep); diff != "" {
+	if diff := cmp.Diff(sweep.Report{Waiting: 1, Unreachable: 1, Errors: 1}, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
 	}
 	if !e.hasRecord(t, o) {
@@ -395,13 +469,17 @@ func TestInvalidRecordsAreNeverActedOn(t *testing.T) {
 	e := newEnv(t)
 	o := newWidget(t, e.c, e.users, "edited")
 	role := e.create(t, o, e.a)
+	// Someone else's role, which an edited record names.
+	victim := newWidget(t, e.c, e.users, "victim")
+	victimRole := e.create(t, victim, e.a)
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 	var cm corev1.ConfigMap
 	if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: e.store.Namespace(), Name: ledger.ConfigMapName(o.UID)}, &cm); err != nil {
 		t.Fatal(err)
 	}
-	cm.Data["ownerName"] = ""
+	cm.Data["externalIDs"] = `["` + role + `","` + victimRole + `"]`
+	cm.Data["tag"] = ledger.Tag(victim)
 	if err := e.c.Update(t.Context(), &cm); err != nil {
 		t.Fatal(err)
 	}
@@ -416,14 +494,14 @@ func TestInvalidRecordsAreNeverActedOn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(sweep.Report{Invalid: 2}, rep); diff != "" {
+		if diff := cmp.Diff(sweep.Report{Waiting: 1, Invalid: 2}, rep); diff != "" {
 			t.Errorf("report (-want +got):\n%s", diff)
 		}
 		if got := metric(t, "finale_sweep_records", "state", "invalid"); got != 2 {
 			t.Errorf("finale_sweep_records{state=invalid} = %v, want 2", got)
 		}
 	}
-	if !e.roleExists(t, role) || !e.hasRecord(t, o) {
+	if !e.roleExists(t, role) || !e.roleExists(t, victimRole) || !e.hasRecord(t, o) {
 		t.Error("an invalid record was acted on")
 	}
 	if err := e.c.Get(t.Context(), client.ObjectKeyFromObject(garbage), garbage); err != nil {
@@ -446,15 +524,19 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets := sweep.TargetsFn(func(context.Context) ([]ledger.Target, error) { return nil, nil })
+	l, err := ledger.New(store, ledger.Options{Key: ledger.GenerateKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := candidates()
 	reader := testenv.Client(t, testenv.Scheme())
 	for name, tc := range map[string]struct {
 		opts    sweep.Options
 		wantErr string
 	}{
-		"complete":       {opts: sweep.Options{Store: store, Owners: reader, Targets: targets}},
-		"missing all":    {opts: sweep.Options{}, wantErr: "missing [Store Owners Targets]"},
-		"negative value": {opts: sweep.Options{Store: store, Owners: reader, Targets: targets, Settle: -1}, wantErr: "must not be negative"},
+		"complete":       {opts: sweep.Options{Ledger: l, Owners: reader, Live: reader, Targets: targets}},
+		"missing all":    {opts: sweep.Options{}, wantErr: "missing [Ledger Owners Live Targets]"},
+		"negative value": {opts: sweep.Options{Ledger: l, Owners: reader, Live: reader, Targets: targets, Settle: -1}, wantErr: "must not be negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := sweep.New(tc.opts)
@@ -483,7 +565,7 @@ func TestSweeperResolvesLostCreateByTag(t *testing.T) {
 	o := newWidget(t, e.c, e.users, "lost-answer")
 	role := pgtarget.RandomName("sweep_lost_")
 	// The role is created, then the answer is lost: the record has no ID.
-	if _, err := e.l.Create(t.Context(), o, e.a, func(ctx context.Context, tag string) ([]string, error) {
+	if _, err := e.l.Create(t.Context(), ledger.Plan{Owner: o}, e.a, func(ctx context.Context, tag string) ([]string, error) {
 		if err := e.a.CreateRole(ctx, role, tag); err != nil {
 			t.Fatal(err)
 		}
@@ -495,7 +577,7 @@ func TestSweeperResolvesLostCreateByTag(t *testing.T) {
 		t.Fatalf("record = %+v, %v; want one without IDs", rec, err)
 	}
 	e.deleteOwner(t, o)
-	e.clock.Step(sweep.DefaultSettle + time.Second)
+	e.clock.Step(settled)
 	rep, err := e.sweeper(t, e.c, e.a).Pass(t.Context())
 	if err != nil {
 		t.Fatal(err)

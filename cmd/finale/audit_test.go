@@ -244,9 +244,8 @@ func TestAuditTerminatingNamespace(t *testing.T) {
 // attempted at lastAttempt.
 func testRecord(o ledger.Owner, createdAt, lastAttempt time.Time, ids ...string) *ledger.Record {
 	return &ledger.Record{
-		Schema: ledger.SchemaVersion, Owner: o, Deployment: "deployment-a",
-		Proof: ledger.Commit(ledger.Identity{Deployment: "deployment-a", Token: []byte("0123456789abcdef")}),
-		Tag:   ledger.Tag(o), ExternalIDs: ids, CreatedAt: createdAt, LastCreateAttempt: lastAttempt,
+		Schema: ledger.SchemaVersion, Owner: o, Policy: ledger.PolicyDelete, Deployment: "deployment-a", Salt: "salt-a",
+		Tag: ledger.Tag(o), ExternalIDs: ids, CreatedAt: createdAt, LastCreateAttempt: lastAttempt,
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package pgtarget is a test external service on a real PostgreSQL server:
-// its resources are roles, tagged with COMMENT ON ROLE ... IS '<tag>', and its
-// deployment identity is a sentinel table holding a random deployment ID and
-// proof token, created on first contact.
+// its resources are roles, tagged with COMMENT ON ROLE ... IS '<tag>', and it
+// proves its deployment (the cluster's system identifier and the database's
+// name) with the reference operator's sentinel query (catalog.Prove).
 //
 // It implements ledger.Target. It is test machinery, under internal/.
 package pgtarget
@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
 )
 
@@ -36,6 +37,42 @@ func (p pooled) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	p.t.mu.Lock()
 	defer p.t.mu.Unlock()
 	return p.t.conn.Exec(ctx, sql, args...)
+}
+
+// QueryRow runs the query when its row is scanned, holding the lock.
+func (p pooled) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return lockedRow{p: p, ctx: ctx, sql: sql, args: args}
+}
+
+// Query holds the lock until the rows are closed.
+func (p pooled) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.t.mu.Lock()
+	rows, err := p.t.conn.Query(ctx, sql, args...)
+	if err != nil {
+		p.t.mu.Unlock()
+		return nil, err
+	}
+	return &lockedRows{Rows: rows, unlock: p.t.mu.Unlock}, nil
+}
+
+type lockedRow struct {
+	p    pooled
+	ctx  context.Context
+	sql  string
+	args []any
+}
+
+func (r lockedRow) Scan(dest ...any) error { return r.p.queryRow(r.ctx, r.sql, r.args, dest...) }
+
+type lockedRows struct {
+	pgx.Rows
+	once   sync.Once
+	unlock func()
+}
+
+func (r *lockedRows) Close() {
+	r.Rows.Close()
+	r.once.Do(r.unlock)
 }
 
 func (p pooled) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
@@ -64,36 +101,26 @@ func (t *Target) Close() {
 
 func (t *Target) pool() pooled { return pooled{t} }
 
-// Identify implements ledger.Identifier: it creates the sentinel on first
-// contact (two racing first contacts agree: the insert is ON CONFLICT DO
-// NOTHING) and reads it back.
-func (t *Target) Identify(ctx context.Context) (ledger.Identity, error) {
-	if _, err := t.pool().Exec(ctx, `CREATE TABLE IF NOT EXISTS `+Sentinel+` (
-		singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-		deployment text NOT NULL,
-		token text NOT NULL)`); err != nil {
-		return ledger.Identity{}, fmt.Errorf("pgtarget: sentinel table: %w", err)
-	}
-	dep, tok := make([]byte, 16), make([]byte, 32)
-	_, _ = rand.Read(dep)
-	_, _ = rand.Read(tok)
-	if _, err := t.pool().Exec(ctx, `INSERT INTO `+Sentinel+` (deployment, token) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-		"pg-"+hex.EncodeToString(dep), hex.EncodeToString(tok)); err != nil {
-		return ledger.Identity{}, fmt.Errorf("pgtarget: sentinel: %w", err)
-	}
-	var id ledger.Identity
-	var token string
-	if err := t.pool().queryRow(ctx, `SELECT deployment, token FROM `+Sentinel, nil, &id.Deployment, &token); err != nil {
-		return ledger.Identity{}, fmt.Errorf("pgtarget: read sentinel: %w", err)
-	}
-	id.Token = []byte(token)
-	return id, nil
+// sentinel: one per test database, so every Fresh target is its own
+// deployment, and a copy of the cluster is the same one.
+var sentinel = catalog.Sentinel{
+	Table:      Sentinel,
+	Deployment: catalog.SystemIdentifier + ` || '/' || current_database()`,
+	Tagged:     catalog.TaggedRoles,
 }
 
-// Token returns the raw sentinel token, for tests that scan records for it.
-func (t *Target) Token(ctx context.Context) (string, error) {
-	id, err := t.Identify(ctx)
-	return string(id.Token), err
+// Prove implements ledger.Prover with the reference operator's query:
+// the answer is computed inside PostgreSQL, one round trip per call.
+func (t *Target) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
+	return catalog.Prove(ctx, t.pool(), sentinel, q)
+}
+
+// Token returns the raw sentinel token stored for keyID, for tests that
+// scan records for it.
+func (t *Target) Token(ctx context.Context, keyID string) (string, error) {
+	var tok string
+	err := t.pool().queryRow(ctx, `SELECT token FROM `+Sentinel+` WHERE key_id = $1`, []any{keyID}, &tok)
+	return tok, err
 }
 
 // CreateRole creates a NOLOGIN role named name carrying tag, atomically.
@@ -136,15 +163,29 @@ func (t *Target) FindByTag(ctx context.Context, tag string) ([]string, error) {
 	return names, nil
 }
 
-// Delete implements ledger.Target: dropping a role that is gone is success.
-func (t *Target) Delete(ctx context.Context, id string) error {
+// Delete implements ledger.Target: it drops role id only while it carries
+// tag; a role that is gone, or carries another tag, is left alone and is
+// success.
+func (t *Target) Delete(ctx context.Context, id, tag string) error {
 	if id == "" {
 		return errors.New("pgtarget: empty role name")
 	}
-	if _, err := t.pool().Exec(ctx, `DROP ROLE IF EXISTS `+pgx.Identifier{id}.Sanitize()); err != nil {
-		return fmt.Errorf("pgtarget: drop role %s: %w", id, err)
-	}
-	return nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return pgx.BeginFunc(ctx, t.conn, func(tx pgx.Tx) error {
+		var got string
+		err := tx.QueryRow(ctx, `SELECT coalesce(shobj_description(oid, 'pg_authid'), '') FROM pg_roles WHERE rolname = $1`, id).Scan(&got)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && got != tag) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("pgtarget: read tag of role %s: %w", id, err)
+		}
+		if _, err := tx.Exec(ctx, `DROP ROLE `+pgx.Identifier{id}.Sanitize()); err != nil {
+			return fmt.Errorf("pgtarget: drop role %s: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // RoleExists reports whether role name exists.

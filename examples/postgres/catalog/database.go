@@ -177,11 +177,17 @@ func AlterDatabaseOwner(ctx context.Context, q Querier, name, owner, tag string)
 	return nil
 }
 
-// DropDatabase drops the database if it carries tag, and any interrupted
-// create of it (PendingDatabaseName(tag)). A database that does not exist is
-// success. One with other sessions connected is a ReasonInUse *Error (class
-// Conflict): sessions are never terminated (no WITH (FORCE)), because they
-// are someone's work. One without tag is a ReasonNotOwned *Error and stays.
+// DropDatabase drops the database name if it carries tag, and any
+// interrupted create of it (PendingDatabaseName(tag), which only a create
+// with this tag makes, tagged or not yet). A database that does not exist
+// is success, and so is one of that name carrying another tag or none: it
+// is not this tag's, it is left alone, and there is nothing of this tag to
+// drop under that name. One with other sessions connected is a ReasonInUse
+// *Error (class Conflict): sessions are never terminated (no WITH
+// (FORCE)), because they are someone's work.
+//
+// The pending database goes first: a create whose tagging statement failed
+// left it untagged, and it must not outlive an owner whose name is taken.
 //
 // q must not be connected to the database being dropped.
 func DropDatabase(ctx context.Context, q Querier, name, tag string) error {
@@ -191,23 +197,35 @@ func DropDatabase(ctx context.Context, q Querier, name, tag string) error {
 	if err := validTag(KindDatabase, name, tag); err != nil {
 		return err
 	}
-	if _, err := existingDatabase(ctx, q, name, tag); err != nil {
-		return err
-	}
 	pendingName := PendingDatabaseName(tag)
 	p, pendingExists, err := ObserveDatabase(ctx, q, pendingName)
 	if err != nil {
 		return err
 	}
-	if err := dropDatabase(ctx, q, name); err != nil {
+	if pendingExists && (p.Tag == "" || p.Tag == tag) {
+		if err := dropDatabase(ctx, q, pendingName); err != nil {
+			return err
+		}
+	}
+	if name == pendingName {
+		return nil
+	}
+	d, ok, err := ObserveDatabase(ctx, q, name)
+	if err != nil || !ok || d.Tag != tag {
 		return err
 	}
-	// An untagged pending database is ours too: only a create with this tag
-	// makes that name, and it tags before renaming.
-	if pendingExists && (p.Tag == "" || p.Tag == tag) {
-		return dropDatabase(ctx, q, pendingName)
-	}
-	return nil
+	return dropDatabase(ctx, q, name)
+}
+
+// RetagDatabase moves database name from ownership tag from to tag to; see
+// RetagRole. An interrupted create under the previous tag's pending name
+// (PendingDatabaseName(from)) is half made and is not moved: drop it with
+// DropDatabase under the previous tag.
+func RetagDatabase(ctx context.Context, q Querier, name, from, to string) error {
+	return retag(ctx, q, KindDatabase, "DATABASE", name, from, to, func(ctx context.Context) (string, bool, error) {
+		d, ok, err := ObserveDatabase(ctx, q, name)
+		return d.Tag, ok, err
+	})
 }
 
 func dropDatabase(ctx context.Context, q Querier, name string) error {

@@ -31,6 +31,9 @@ const (
 	ReasonNotFound Reason = "NotFound"
 	// ReasonInvalid: the input cannot be sent to PostgreSQL as it is.
 	ReasonInvalid Reason = "Invalid"
+	// ReasonSentinelRefused: the login may not create the deployment
+	// sentinel table in the Server's database.
+	ReasonSentinelRefused Reason = "SentinelRefused"
 )
 
 // Messages, one per reason, formatted by Error.Error. They say what the user
@@ -51,6 +54,8 @@ const (
 	MessageNotFound = "%s %q does not exist"
 	// MessageInvalid takes the kind, the name and what is wrong.
 	MessageInvalid = "invalid %s %q: %s"
+	// MessageSentinelRefused takes the table name.
+	MessageSentinelRefused = "the login may not create the deployment sentinel table %q in the Server's database: grant it CREATE on schema public there (GRANT CREATE ON SCHEMA public TO the login), or point spec.database at a database it owns; nothing is created until it can"
 )
 
 // Kind is the kind of PostgreSQL object an Error is about.
@@ -101,6 +106,8 @@ func (e *Error) Error() string {
 		return fmt.Sprintf(MessageNotFound, e.Kind, e.Name)
 	case ReasonInvalid:
 		return fmt.Sprintf(MessageInvalid, e.Kind, e.Name, e.Detail)
+	case ReasonSentinelRefused:
+		return fmt.Sprintf(MessageSentinelRefused, e.Name)
 	}
 	return fmt.Sprintf("%s %q: %s: %v", e.Kind, e.Name, e.Reason, e.Err)
 }
@@ -147,12 +154,14 @@ var _ errclass.Func = Classify
 
 // SQLSTATEs this package turns into an *Error.
 const (
-	sqlstateObjectInUse       = "55006"
-	sqlstateDependentObjects  = "2BP01"
-	sqlstateDuplicateObject   = "42710"
-	sqlstateDuplicateDatabase = "42P04"
-	sqlstateUndefinedObject   = "42704"
-	sqlstateInvalidCatalog    = "3D000"
+	sqlstateObjectInUse           = "55006"
+	sqlstateUndefinedTable        = "42P01"
+	sqlstateInsufficientPrivilege = "42501"
+	sqlstateDependentObjects      = "2BP01"
+	sqlstateDuplicateObject       = "42710"
+	sqlstateDuplicateDatabase     = "42P04"
+	sqlstateUndefinedObject       = "42704"
+	sqlstateInvalidCatalog        = "3D000"
 )
 
 func sqlstate(err error) (string, *pgconn.PgError) {

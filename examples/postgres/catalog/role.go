@@ -208,3 +208,43 @@ func DropRole(ctx context.Context, q Querier, name, tag string) error {
 	}
 	return nil
 }
+
+// RetagRole moves role name from ownership tag from to tag to: for an
+// object that adopts the role of the previous object with its kind,
+// namespace and name. A role that already carries to, or that does not
+// exist, is success; one carrying any other tag is a ReasonNotOwned *Error
+// and is left alone.
+func RetagRole(ctx context.Context, q Querier, name, from, to string) error {
+	return retag(ctx, q, KindRole, "ROLE", name, from, to, func(ctx context.Context) (string, bool, error) {
+		r, ok, err := ObserveRole(ctx, q, name)
+		return r.Tag, ok, err
+	})
+}
+
+// retag sets the comment of one object from from to to, after checking it
+// carries from.
+func retag(ctx context.Context, q Querier, kind Kind, what, name, from, to string, current func(context.Context) (string, bool, error)) error {
+	id, err := ident(kind, name)
+	if err != nil {
+		return err
+	}
+	if err := validTag(kind, name, from); err != nil {
+		return err
+	}
+	if err := validTag(kind, name, to); err != nil {
+		return err
+	}
+	tag, ok, err := current(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !ok || tag == to:
+		return nil
+	case tag != from:
+		return &Error{Reason: ReasonNotOwned, Kind: kind, Name: name, Detail: tag, Expected: from}
+	}
+	if _, err := q.Exec(ctx, "COMMENT ON "+what+" "+id+" IS "+literal(to)); err != nil {
+		return fmt.Errorf("retag %s %q: %w", kind, name, err)
+	}
+	return nil
+}

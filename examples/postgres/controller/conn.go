@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -22,7 +20,6 @@ import (
 	"github.com/finale-dev/finale/errclass"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
-	"github.com/finale-dev/finale/ledger"
 )
 
 // Key identifies a pooled connection: everything it is bound to at dial
@@ -45,20 +42,27 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s/%s (%s:%d/%s)", k.Namespace, k.Server, k.Host, k.Port, k.Database)
 }
 
-// Sentinel is the table, in the Server's administration database, that
-// holds the random proof token of the deployment (see Conn.Identify).
-const Sentinel = "finale_deployment_sentinel"
+// Sentinel is the table, in the Server's database, that holds the
+// deployment sentinels: one per operator key, its salt and its token, read
+// only inside the proof query (catalog.Prove). spec.database is immutable
+// for this reason: a sentinel lives in one database.
+const Sentinel = "finale_deployment_sentinels"
+
+// Sentinels of the two kinds: the same table, each listing its own kind's
+// tagged objects in the answer.
+var (
+	roleSentinel     = catalog.Sentinel{Table: Sentinel, Deployment: catalog.SystemIdentifier, Tagged: catalog.TaggedRoles}
+	databaseSentinel = catalog.Sentinel{Table: Sentinel, Deployment: catalog.SystemIdentifier, Tagged: catalog.TaggedDatabases}
+)
 
 // Conn is one PostgreSQL session; it implements catalog.Querier. A pgx.Conn
 // is not safe for concurrent use, so calls take turns (mu is held from a
-// query until its row is scanned or its rows are closed).
+// query until its row is scanned or its rows are closed). Nothing about the
+// deployment is cached: a proof is a round trip every time, because a
+// proxy in the path can splice a session onto another server at any point.
 type Conn struct {
-	mu   sync.Mutex // guards conn and id
+	mu   sync.Mutex // guards conn
 	conn *pgx.Conn
-	// id is the deployment identity, read once per session: one session
-	// talks to one backend for its whole life, so its identity cannot
-	// change under it (a switch-over breaks the session instead).
-	id *ledger.Identity
 	// hook, when set, hears of every statement's round trip (see
 	// PoolOptions.Statements); set at dial, read-only after.
 	hook func(ctx context.Context, sql string, err error)
@@ -143,8 +147,7 @@ func (r *lockedRows) Close() {
 	r.once.Do(r.unlock)
 }
 
-// Ping makes one round trip: Identify is answered from memory after the
-// first call, so whoever needs to know the session still works asks this.
+// Ping makes one round trip.
 func (c *Conn) Ping(ctx context.Context) error {
 	_, err := c.Exec(ctx, "SELECT 1")
 	return err
@@ -157,52 +160,6 @@ func (c *Conn) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return c.conn.Close(ctx)
-}
-
-// Identify returns the deployment identity: the server's system_identifier
-// (catalog.Identity) and a random token kept in the Sentinel table, created
-// on first contact. The token is what makes the identity a proof: a
-// system_identifier alone can be copied into another cluster (pg_resetwal
-// -s), the token cannot be guessed.
-func (c *Conn) Identify(ctx context.Context) (ledger.Identity, error) {
-	c.mu.Lock()
-	if c.id != nil {
-		id := *c.id
-		c.mu.Unlock()
-		return id, nil
-	}
-	c.mu.Unlock()
-	sysid, err := catalog.Identity(ctx, c)
-	if err != nil {
-		return ledger.Identity{}, err
-	}
-	tok := make([]byte, 32)
-	_, _ = rand.Read(tok)
-	// Two first contacts may race on CREATE TABLE IF NOT EXISTS (a unique
-	// violation in pg_type); the second try sees the table.
-	for try := 0; ; try++ {
-		_, err = c.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+Sentinel+` (
-			singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-			token text NOT NULL)`)
-		if err == nil || try > 0 {
-			break
-		}
-	}
-	if err != nil {
-		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
-	}
-	if _, err := c.Exec(ctx, `INSERT INTO `+Sentinel+` (token) VALUES ($1) ON CONFLICT DO NOTHING`, hex.EncodeToString(tok)); err != nil {
-		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
-	}
-	var token string
-	if err := c.QueryRow(ctx, `SELECT token FROM `+Sentinel).Scan(&token); err != nil {
-		return ledger.Identity{}, fmt.Errorf("deployment sentinel: %w", err)
-	}
-	id := ledger.Identity{Deployment: sysid, Token: []byte(token)}
-	c.mu.Lock()
-	c.id = &id
-	c.mu.Unlock()
-	return id, nil
 }
 
 // Pool is the operator's connection pool.

@@ -3,13 +3,17 @@ package controller
 import (
 	"context"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 )
 
-// databaseAdapter is the Database kind's lifecycle adapter.
+// databaseAdapter is the Database kind's lifecycle adapter. A database's
+// ID is its name; its create passes through a pending name derived from
+// the tag (catalog.CreateDatabase), which DropDatabase also drops.
 type databaseAdapter struct {
 	servers
 }
@@ -18,8 +22,13 @@ func (a databaseAdapter) Connect(ctx context.Context, d *v1alpha1.Database) (lif
 	return a.connect(ctx, d.Namespace, d.Spec.ServerRef.Name)
 }
 
-func (databaseAdapter) Identify(ctx context.Context, c *Conn) (ledger.Identity, error) {
-	return c.Identify(ctx)
+func (a databaseAdapter) ConnectParent(ctx context.Context, p client.Object) (Key, error) {
+	return a.key(ctx, p.(*v1alpha1.Server))
+}
+
+func (databaseAdapter) Prove(ctx context.Context, c *Conn, q ledger.Question) (ledger.Answer, error) {
+	a, err := catalog.Prove(ctx, c, databaseSentinel, q)
+	return a, actionable(err)
 }
 
 func (databaseAdapter) Observe(ctx context.Context, c *Conn, d *v1alpha1.Database, tag string) (lifecycle.Observation, error) {
@@ -30,13 +39,13 @@ func (databaseAdapter) Observe(ctx context.Context, c *Conn, d *v1alpha1.Databas
 	got, ok, err := catalog.ObserveDatabase(ctx, c, d.Spec.DatabaseName)
 	// A create interrupted before its rename is found by tag under its
 	// pending name; it is not up to date until CreateDatabase finishes it.
-	upToDate := ok && (d.Spec.Owner == "" || got.Owner == d.Spec.Owner)
-	return lifecycle.Observation{IDs: externalIDs(ids, tag), UpToDate: upToDate}, actionable(err)
+	upToDate := ok && got.Tag == tag && (d.Spec.Owner == "" || got.Owner == d.Spec.Owner)
+	return lifecycle.Observation{IDs: ids, UpToDate: upToDate}, actionable(err)
 }
 
 func (databaseAdapter) Create(ctx context.Context, c *Conn, d *v1alpha1.Database, tag string) (string, error) {
 	spec := catalog.DatabaseSpec{Name: d.Spec.DatabaseName, Owner: d.Spec.Owner}
-	return externalID(d.Spec.DatabaseName, tag), actionable(catalog.CreateDatabase(ctx, c, spec, tag))
+	return d.Spec.DatabaseName, actionable(catalog.CreateDatabase(ctx, c, spec, tag))
 }
 
 func (databaseAdapter) Update(ctx context.Context, c *Conn, d *v1alpha1.Database, _, tag string) error {
@@ -50,8 +59,25 @@ func (databaseAdapter) Update(ctx context.Context, c *Conn, d *v1alpha1.Database
 	return actionable(catalog.AlterDatabaseOwner(ctx, c, d.Spec.DatabaseName, d.Spec.Owner, tag))
 }
 
-// Delete drops the database by its spec name whatever id it was found
-// under: DropDatabase also drops the pending name of an interrupted create.
-func (databaseAdapter) Delete(ctx context.Context, c *Conn, d *v1alpha1.Database, _, tag string) error {
-	return actionable(catalog.DropDatabase(ctx, c, d.Spec.DatabaseName, tag))
+// Delete drops the database id while it carries tag, and the pending name
+// of an interrupted create under tag, tagged or not.
+func (databaseAdapter) Delete(ctx context.Context, c *Conn, id, tag string) error {
+	return actionable(catalog.DropDatabase(ctx, c, id, tag))
+}
+
+// Retag moves the database and drops what a create under the previous tag
+// left half made.
+func (databaseAdapter) Retag(ctx context.Context, c *Conn, id, from, to string) error {
+	if err := catalog.RetagDatabase(ctx, c, id, from, to); err != nil {
+		return actionable(err)
+	}
+	return actionable(catalog.DropDatabase(ctx, c, catalog.PendingDatabaseName(from), from))
+}
+
+// DeclareID puts the database's name in the record before the create: a
+// create whose tagging statement failed leaves an untagged pending
+// database that only this name's Delete (through the tag-derived pending
+// name) finds, and that must not outlive the owner.
+func (databaseAdapter) DeclareID(d *v1alpha1.Database, _ string) (string, bool) {
+	return d.Spec.DatabaseName, true
 }

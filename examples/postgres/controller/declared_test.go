@@ -17,7 +17,7 @@ import (
 	"github.com/finale-dev/finale/lifecycle"
 )
 
-// The Role adapter declares its ID (name@tag) before the create: the record
+// The Role adapter declares its ID (the role name) before the create: the record
 // holds it from the write that precedes the create, so a Role lifecycle
 // writes its record exactly twice (create, delete) and never updates it.
 func TestDeclaredIDSavesTheRecordUpdate(t *testing.T) {
@@ -27,7 +27,7 @@ func TestDeclaredIDSavesTheRecordUpdate(t *testing.T) {
 	r := role(ns, "declared", pgtarget.RandomName("declared_"))
 	w.create(r)
 	w.ready(r)
-	id := r.Spec.RoleName + "@" + tagOf(r)
+	id := r.Spec.RoleName
 	if rec := w.record(string(r.UID)); rec == nil || !slices.Equal(rec.ExternalIDs, []string{id}) {
 		t.Errorf("record %+v, want IDs [%s]", rec, id)
 	}
@@ -61,7 +61,7 @@ func TestDeclaredIDOfATakenNameDoesNotBlockDeletion(t *testing.T) {
 	r := role(ns, "taken", name)
 	w.create(r)
 	w.waitCondition(r, lifecycle.ConditionSynced, metav1.ConditionFalse, string(catalog.ReasonNotOwned))
-	if rec := w.record(string(r.UID)); rec == nil || !slices.Contains(rec.ExternalIDs, name+"@"+tagOf(r)) {
+	if rec := w.record(string(r.UID)); rec == nil || !slices.Contains(rec.ExternalIDs, name) {
 		t.Errorf("record %+v lacks the declared ID", rec)
 	}
 	if err := w.c.Delete(t.Context(), r); err != nil {

@@ -64,7 +64,7 @@ func TestOperatorCreatesAndDrops(t *testing.T) {
 		if tag, ok := w.roleTag(r.Spec.RoleName); !ok || tag != tagOf(r) {
 			t.Errorf("role %s: exists %v, tag %q; want tag %q", r.Spec.RoleName, ok, tag, tagOf(r))
 		}
-		if rec := w.record(string(r.UID)); rec == nil || !slices.Contains(rec.ExternalIDs, r.Spec.RoleName+"@"+tagOf(r)) {
+		if rec := w.record(string(r.UID)); rec == nil || !slices.Contains(rec.ExternalIDs, r.Spec.RoleName) {
 			t.Errorf("role %s: record %+v lacks its ID", r.Spec.RoleName, rec)
 		}
 	}

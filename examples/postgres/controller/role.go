@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
@@ -11,7 +13,8 @@ import (
 
 // roleAdapter is the Role kind's lifecycle adapter: everything else (the
 // finalizer, the record, adoption, the hold, the watchdog, status) is
-// lifecycle's.
+// lifecycle's. A role's ID is its name; every statement that changes or
+// drops it first checks that it carries the tag.
 type roleAdapter struct {
 	servers
 	passwords passwords
@@ -21,8 +24,13 @@ func (a roleAdapter) Connect(ctx context.Context, r *v1alpha1.Role) (lifecycle.C
 	return a.connect(ctx, r.Namespace, r.Spec.ServerRef.Name)
 }
 
-func (roleAdapter) Identify(ctx context.Context, c *Conn) (ledger.Identity, error) {
-	return c.Identify(ctx)
+func (a roleAdapter) ConnectParent(ctx context.Context, p client.Object) (Key, error) {
+	return a.key(ctx, p.(*v1alpha1.Server))
+}
+
+func (roleAdapter) Prove(ctx context.Context, c *Conn, q ledger.Question) (ledger.Answer, error) {
+	a, err := catalog.Prove(ctx, c, roleSentinel, q)
+	return a, actionable(err)
 }
 
 func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
@@ -32,14 +40,7 @@ func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag s
 	}
 	got, _, err := catalog.ObserveRole(ctx, c, r.Spec.RoleName)
 	upToDate := got.Login == r.Spec.Login && got.ConnectionLimit == connLimit(r)
-	return lifecycle.Observation{IDs: externalIDs(ids, tag), UpToDate: upToDate}, actionable(err)
-}
-
-// FindByTag is Observe without the comparison with the spec: the ledger's
-// lookups by tag need the IDs only, one query instead of two.
-func (roleAdapter) FindByTag(ctx context.Context, c *Conn, tag string) ([]string, error) {
-	ids, err := catalog.FindRolesByTag(ctx, c, tag)
-	return externalIDs(ids, tag), actionable(err)
+	return lifecycle.Observation{IDs: ids, UpToDate: upToDate}, actionable(err)
 }
 
 func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (string, error) {
@@ -47,7 +48,7 @@ func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag 
 	if err != nil {
 		return "", err
 	}
-	return externalID(r.Spec.RoleName, tag), actionable(catalog.CreateRole(ctx, c, spec, tag))
+	return r.Spec.RoleName, actionable(catalog.CreateRole(ctx, c, spec, tag))
 }
 
 func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
@@ -58,8 +59,12 @@ func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, t
 	return actionable(catalog.AlterRole(ctx, c, spec, tag))
 }
 
-func (roleAdapter) Delete(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
-	return actionable(dropRole(ctx, c, r.Spec.RoleName, tag))
+func (roleAdapter) Delete(ctx context.Context, c *Conn, id, tag string) error {
+	return actionable(dropRole(ctx, c, id, tag))
+}
+
+func (roleAdapter) Retag(ctx context.Context, c *Conn, id, from, to string) error {
+	return actionable(catalog.RetagRole(ctx, c, id, from, to))
 }
 
 func (a roleAdapter) spec(ctx context.Context, r *v1alpha1.Role) (catalog.RoleSpec, error) {
@@ -74,11 +79,10 @@ func connLimit(r *v1alpha1.Role) int32 {
 	return *r.Spec.ConnectionLimit
 }
 
-// DeclareID lets the record hold the role's ID before the create, saving the
-// record write after it: the ID is the spec name plus the tag, and a drop
-// by ID checks the tag (dropRole), so a recorded ID whose create failed,
-// because the name is someone else's say, neither touches their role nor
-// blocks the deletion.
-func (roleAdapter) DeclareID(r *v1alpha1.Role, tag string) (string, bool) {
-	return externalID(r.Spec.RoleName, tag), true
+// DeclareID lets the record hold the role's name before the create, saving
+// the record write after it: a drop by ID checks the tag (dropRole), so a
+// recorded name whose create failed, because it is someone else's say,
+// neither touches their role nor blocks the deletion.
+func (roleAdapter) DeclareID(r *v1alpha1.Role, _ string) (string, bool) {
+	return r.Spec.RoleName, true
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/finale-dev/finale/errclass"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/lifecycle"
 )
 
@@ -118,8 +119,8 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			if err := c.Ping(ctx); err != nil {
 				return err
 			}
-			id, err := c.Identify(ctx)
-			identity = id.Deployment
+			var err error
+			identity, err = catalog.Identity(ctx, c)
 			return err
 		})
 	}

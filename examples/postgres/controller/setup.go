@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -47,6 +46,16 @@ type Options struct {
 	// went without its delete (the hold ended first); zero is sweep's
 	// default.
 	SweepSettle, SweepInterval time.Duration
+	// SweepClockSkew is the clock difference tolerated between replicas,
+	// added to the settle window; zero is sweep's default.
+	SweepClockSkew time.Duration
+	// SweepServers are Servers, besides those in the records namespace,
+	// that the sweeper may use for any record whose deployment they prove
+	// (an admin's choice; a record's own Server is always tried first).
+	SweepServers []types.NamespacedName
+	// KeySecret names the Secret in the records namespace holding the
+	// operator key; "" is ledger.KeySecretName. Created on first start.
+	KeySecret string
 	// CallTimeout bounds each PostgreSQL call; a call over it is a Transport
 	// error and evicts its connection. Zero is 30s; ignored when Naive.
 	CallTimeout time.Duration
@@ -80,15 +89,19 @@ const (
 
 // Operator is what Setup wired, for tests and the demo.
 type Operator struct {
-	Pool     *Pool
-	Ledger   *ledger.Ledger // nil when Naive
-	Hold     *hold.Hold     // nil when Naive
-	Sweeper  *sweep.Sweeper // nil when Naive
-	Watchdog *watchdog.Watchdog
+	Pool      *Pool
+	Ledger    *ledger.Ledger // nil when Naive
+	Hold      *hold.Hold     // nil when Naive
+	Sweeper   *sweep.Sweeper // nil when Naive
+	Watchdog  *watchdog.Watchdog
+	Roles     *lifecycle.Reconciler[*v1alpha1.Role, Key, *Conn]
+	Databases *lifecycle.Reconciler[*v1alpha1.Database, Key, *Conn]
 }
 
 // Setup registers the Server, Role and Database controllers (and the hold
-// on Servers and their Secrets) with mgr.
+// on Servers and their Secrets, and the sweeper) with mgr. It reads the
+// operator key (creating it on first start) from the records namespace,
+// live, before the manager starts.
 func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -108,31 +121,86 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	op := &Operator{Pool: pool}
 	srvs := servers{r: mgr.GetClient()}
 	recorder := mgr.GetEventRecorder("finale-postgres")
-	op.Watchdog = watchdog.New(watchdog.Options{
-		Clock: o.Clock, Recorder: recorder, Classifier: classifier, Scheme: scheme,
-		Conditions: watchdog.StatusConditions{Reader: mgr.GetAPIReader(), Status: mgr.GetClient()},
-	})
-	if err := mgr.Add(op.Watchdog.Runnable(watchdog.DefaultCheckInterval, mgr.GetAPIReader())); err != nil {
-		return nil, err
+	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
+		return lifecycle.Options{
+			Finalizer: Finalizer, Scheme: scheme, Ledger: op.Ledger, Hold: op.Hold, Watchdog: op.Watchdog,
+			Recorder: recorder, Classifier: classifier, Clock: o.Clock, DefaultPolicy: p, RetryInterval: o.RetryInterval,
+			APIReader: mgr.GetAPIReader(),
+		}
 	}
-	if !o.Naive {
-		store, err := ledger.NewConfigMapStore(struct {
-			client.Reader
-			client.Writer
-		}{mgr.GetAPIReader(), mgr.GetClient()}, o.RecordsNamespace)
+	var store *ledger.ConfigMapStore
+	if o.Naive {
+		// The naive build: the upstream pool, no record, no hold, no
+		// watchdog. Only for the comparisons.
+		lo := lopts
+		lopts = func(p lifecycle.DeletionPolicy) lifecycle.Options {
+			opts := lo(p)
+			opts.Skip = lifecycle.Unprotected
+			return opts
+		}
+	} else {
+		op.Watchdog = watchdog.New(watchdog.Options{
+			Clock: o.Clock, Recorder: recorder, Classifier: classifier, Scheme: scheme,
+			Conditions: watchdog.StatusConditions{Reader: mgr.GetAPIReader(), Status: mgr.GetClient()},
+		})
+		if err := mgr.Add(op.Watchdog.Runnable(watchdog.DefaultCheckInterval, mgr.GetAPIReader())); err != nil {
+			return nil, err
+		}
+		rw := ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+		if store, err = ledger.NewConfigMapStore(rw, o.RecordsNamespace); err != nil {
+			return nil, err
+		}
+		key, err := ledger.LoadKey(context.Background(), rw, store.Namespace(), o.KeySecret)
 		if err != nil {
 			return nil, err
 		}
-		op.Ledger = ledger.New(store, ledger.Options{Clock: o.Clock, Classifier: classifier})
+		if op.Ledger, err = ledger.New(store, ledger.Options{Key: key, Clock: o.Clock, Classifier: classifier}); err != nil {
+			return nil, err
+		}
 		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder); err != nil {
 			return nil, err
 		}
-		if err := op.Hold.SetupWithManager(mgr); err != nil {
+	}
+	setup := func(name string) lifecycle.SetupOptions {
+		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation}
+		if o.WrapReconciler != nil {
+			so.WrapReconciler = func(r reconcile.Reconciler) reconcile.Reconciler { return o.WrapReconciler(name, r) }
+		}
+		if o.WrapEventHandler != nil {
+			so.WrapEventHandler = func(h handler.EventHandler) handler.EventHandler { return o.WrapEventHandler(name, h) }
+		}
+		return so
+	}
+	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
+		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
+		return nil, err
+	}
+	if err := op.Roles.SetupWithManager(mgr, setup(ControllerRole)); err != nil {
+		return nil, err
+	}
+	// Data safety: a Database without a policy is retained (the API
+	// defaults it to Retain too).
+	if op.Databases, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Database { return &v1alpha1.Database{} },
+		databaseAdapter{servers: srvs}, pool, lopts(lifecycle.PolicyRetain)); err != nil {
+		return nil, err
+	}
+	if err := op.Databases.SetupWithManager(mgr, setup(ControllerDatabase)); err != nil {
+		return nil, err
+	}
+	if !o.Naive {
+		sweepers := designated(mgr.GetClient(), store.Namespace(), o.SweepServers)
+		roles, err := op.Roles.SweepTargets(sweepers)
+		if err != nil {
+			return nil, err
+		}
+		dbs, err := op.Databases.SweepTargets(sweepers)
+		if err != nil {
 			return nil, err
 		}
 		op.Sweeper, err = sweep.New(sweep.Options{
-			Store: store, Owners: mgr.GetClient(), Targets: sweep.TargetsFn(sweepTargets(mgr.GetClient(), srvs, pool)),
-			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, Interval: o.SweepInterval, Classifier: classifier,
+			Ledger: op.Ledger, Owners: mgr.GetClient(), Live: mgr.GetAPIReader(),
+			Targets:  sweep.ByKind{"Role": roles, "Database": dbs},
+			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval, Classifier: classifier,
 		})
 		if err != nil {
 			return nil, err
@@ -141,82 +209,18 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 			return nil, err
 		}
 	}
-	copts := controller.Options{MaxConcurrentReconciles: o.Workers}
-	if o.SkipNameValidation {
-		copts.SkipNameValidation = &o.SkipNameValidation
-	}
-	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
-		return lifecycle.Options{
-			Finalizer: Finalizer, Scheme: scheme, Ledger: op.Ledger, Hold: op.Hold, Watchdog: op.Watchdog,
-			Recorder: recorder, Classifier: classifier, Clock: o.Clock, DefaultPolicy: p, RetryInterval: o.RetryInterval,
-			APIReader: mgr.GetAPIReader(),
-		}
-	}
-	roles, err := lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete))
-	if err != nil {
-		return nil, err
-	}
-	// Data safety: a Database without a policy is retained (the API
-	// defaults it to Retain too).
-	dbs, err := lifecycle.New(mgr.GetClient(), func() *v1alpha1.Database { return &v1alpha1.Database{} },
-		databaseAdapter{servers: srvs}, pool, lopts(lifecycle.PolicyRetain))
-	if err != nil {
-		return nil, err
-	}
-	wrap := func(name string, r reconcile.Reconciler) reconcile.Reconciler {
-		if o.WrapReconciler == nil {
-			return r
-		}
-		return o.WrapReconciler(name, r)
-	}
-	// primary watches a controller's own kind: For, unless the events are
-	// to be wrapped, then the same handler For would use, wrapped.
-	primary := func(name string, obj client.Object) *builder.Builder {
-		b := ctrl.NewControllerManagedBy(mgr).Named(name).WithOptions(copts)
-		if o.WrapEventHandler == nil {
-			return b.For(obj)
-		}
-		return b.Watches(obj, o.WrapEventHandler(name, &handler.EnqueueRequestForObject{}))
-	}
-	wake := func(list func() client.ObjectList, refs func(client.ObjectList) []types.NamespacedName) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if op.Hold == nil {
-				return nil
-			}
-			l := list()
-			if err := mgr.GetClient().List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{hold.ParentIndex: o.GetName()}); err != nil {
-				return nil
-			}
-			var out []reconcile.Request
-			for _, n := range refs(l) {
-				out = append(out, reconcile.Request{NamespacedName: n})
-			}
-			return out
-		})
-	}
-	err = primary(ControllerRole, &v1alpha1.Role{}).
-		Watches(&v1alpha1.Server{}, wake(func() client.ObjectList { return &v1alpha1.RoleList{} }, func(l client.ObjectList) (out []types.NamespacedName) {
-			for _, r := range l.(*v1alpha1.RoleList).Items {
-				out = append(out, client.ObjectKeyFromObject(&r))
-			}
-			return out
-		})).Complete(wrap(ControllerRole, roles))
-	if err != nil {
-		return nil, fmt.Errorf("role controller: %w", err)
-	}
-	err = primary(ControllerDatabase, &v1alpha1.Database{}).
-		Watches(&v1alpha1.Server{}, wake(func() client.ObjectList { return &v1alpha1.DatabaseList{} }, func(l client.ObjectList) (out []types.NamespacedName) {
-			for _, d := range l.(*v1alpha1.DatabaseList).Items {
-				out = append(out, client.ObjectKeyFromObject(&d))
-			}
-			return out
-		})).Complete(wrap(ControllerDatabase, dbs))
-	if err != nil {
-		return nil, fmt.Errorf("database controller: %w", err)
-	}
 	sr := &ServerReconciler{c: mgr.GetClient(), servers: srvs, pool: pool, recorder: recorder, clock: o.Clock, classifier: classifier}
-	if err := primary(ControllerServer, &v1alpha1.Server{}).Complete(wrap(ControllerServer, sr)); err != nil {
+	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerServer).WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers, SkipNameValidation: &o.SkipNameValidation})
+	if o.WrapEventHandler == nil {
+		b = b.For(&v1alpha1.Server{})
+	} else {
+		b = b.Watches(&v1alpha1.Server{}, o.WrapEventHandler(ControllerServer, &handler.EnqueueRequestForObject{}))
+	}
+	var rec reconcile.Reconciler = sr
+	if o.WrapReconciler != nil {
+		rec = o.WrapReconciler(ControllerServer, rec)
+	}
+	if err := b.Complete(rec); err != nil {
 		return nil, fmt.Errorf("server controller: %w", err)
 	}
 	return op, nil

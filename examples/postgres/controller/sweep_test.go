@@ -15,12 +15,13 @@ import (
 
 // When the hold ends before a dependent could delete (a database kept in
 // use past the hold), the dependent is released without its delete and its
-// record stays; once the database is free, the sweeper drops it through
-// another Server proven to reach the same deployment, and removes the
-// record: nothing leaks.
+// record stays; once the database is free, the sweeper drops it through a
+// Server an admin designated for sweeping (one in the operator's own
+// namespace), proven to reach the same deployment, and removes the record:
+// nothing leaks.
 func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
-	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepInterval: time.Second})
-	w.server() // a Server in another namespace, same PostgreSQL: the sweeper's way in
+	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second})
+	w.serverIn(w.recNS) // the admin's Server: the sweeper's way in
 	ns := w.server()
 	d := database(ns, "d", pgtarget.RandomName("swept_"), "")
 	w.create(d)

@@ -58,8 +58,13 @@ type ServerSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port int32 `json:"port,omitempty"`
-	// Database is the database the operator connects to for administration.
+	// Database is the database the operator connects to for administration
+	// and keeps its deployment sentinel in (a table, created on first use;
+	// the login needs CREATE on its public schema). It cannot change: the
+	// sentinel proves the deployment for every cleanup record written
+	// through this Server. To use another database, create another Server.
 	// +kubebuilder:default=postgres
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="database is immutable: the deployment sentinel that proves this server lives in it; create another Server to use another database"
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +optional

@@ -37,6 +37,11 @@ func run() error {
 		workers     = flag.Int("workers", 4, "concurrent reconciles per kind")
 		naive       = flag.Bool("naive", false, "switch the guarantees off (no records, no hold, no eviction): for comparisons only")
 		holdTimeout = flag.Duration("hold-timeout", 0, "bound of a Server's deletion hold; 0 is the default (10m)")
+		sweepSettle = flag.Duration("sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
+		sweepEvery  = flag.Duration("sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
+		sweepSkew   = flag.Duration("sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
+		sweepSrvs   = flag.String("sweep-servers", "", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace")
+		keySecret   = flag.String("key-secret", "", "Secret in the records namespace holding the operator key (created on first start); empty is "+ledger.KeySecretName)
 		verbosity   = flag.Int("v", 0, "log verbosity")
 	)
 	flag.Parse()
@@ -48,6 +53,10 @@ func run() error {
 	}
 	if ns == "" && !*naive {
 		return fmt.Errorf("no namespace for cleanup records: set $%s (downward API metadata.namespace) or --records-namespace", ledger.NamespaceEnv)
+	}
+	extra, err := controller.ParseServers(*sweepSrvs)
+	if err != nil {
+		return fmt.Errorf("--sweep-servers: %w", err)
 	}
 	// --kubeconfig is controller-runtime's flag (registered by its config
 	// package): a file, else $KUBECONFIG, else in-cluster, else ~/.kube.
@@ -70,6 +79,7 @@ func run() error {
 	}
 	if _, err := controller.Setup(mgr, controller.Options{
 		RecordsNamespace: ns, Naive: *naive, Workers: *workers, HoldTimeout: *holdTimeout,
+		SweepSettle: *sweepSettle, SweepInterval: *sweepEvery, SweepClockSkew: *sweepSkew, SweepServers: extra, KeySecret: *keySecret,
 	}); err != nil {
 		return err
 	}

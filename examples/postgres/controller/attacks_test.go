@@ -1,0 +1,338 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/catalog"
+	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/internal/pgsplice"
+	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/sweep"
+)
+
+// The attacks on the sweeper (issue: the sweeper fails closed). Each one
+// strands cleanup records the way an outage does (the owners' namespace
+// deleted while the operator was down), then tries to make the sweeper
+// remove them while the roles live on, or delete someone else's role. Each
+// must end with the records kept and reported and every real role in
+// place.
+
+// sweepFast are operator options whose sweeper acts within a second.
+var sweepFast = controller.Options{SweepSettle: time.Millisecond, SweepClockSkew: time.Millisecond, SweepInterval: 200 * time.Millisecond}
+
+// ownServer starts a PostgreSQL server of the test's own (the attacks copy
+// it and stop it).
+func ownServer(t *testing.T) *pgserver.Server {
+	t.Helper()
+	pg, err := pgserver.Start(t.Context(), pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	return pg
+}
+
+// serverOn creates Server name (and its credential Secret) in ns, pointing
+// at addr with pg's admin login.
+func (w *world) serverOn(ns, name string, pg *pgserver.Server, addr string, ssl v1alpha1.SSLMode) {
+	w.t.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	w.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-admin"},
+		Data:       map[string][]byte{"username": []byte(pgserver.AdminUser), "password": []byte(pg.Password)},
+	})
+	w.create(&v1alpha1.Server{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ServerSpec{
+			Host: host, Port: int32(p), SSLMode: ssl,
+			CredentialsSecretRef: v1alpha1.CredentialsSecretReference{Name: name + "-admin"},
+		},
+	})
+}
+
+// stranded is what an outage leaves: roles in PostgreSQL, their records in
+// the operator's namespace, no owners.
+type stranded struct {
+	roles []string
+	uids  []string
+}
+
+// strand creates n Roles through a tenant's Server on pg, stops the
+// operator, and deletes the tenant's namespace by hand (finalizers
+// removed, as an admin forcing it would), so records and roles outlive
+// their owners.
+func (w *world) strand(pg *pgserver.Server, n int) stranded {
+	w.t.Helper()
+	ns := w.namespace()
+	w.serverOn(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+	var st stranded
+	var rs []*v1alpha1.Role
+	for i := range n {
+		r := role(ns, fmt.Sprintf("r%d", i), pgtarget.RandomName("stranded_"))
+		w.create(r)
+		rs = append(rs, r)
+	}
+	for _, r := range rs {
+		w.ready(r)
+		st.roles = append(st.roles, r.Spec.RoleName)
+		st.uids = append(st.uids, string(r.UID))
+	}
+	w.stop()
+	objs := []client.Object{&v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg-admin"}}}
+	for _, r := range rs {
+		objs = append(objs, r)
+	}
+	for _, o := range objs {
+		if err := w.c.Get(w.t.Context(), client.ObjectKeyFromObject(o), o); err != nil {
+			w.t.Fatal(err)
+		}
+		o.SetFinalizers(nil)
+		if err := w.c.Update(w.t.Context(), o); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := w.c.Delete(w.t.Context(), nsObj); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := controlplane.WaitGone(w.t.Context(), w.c, nsObj, wait); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, u := range st.uids {
+		if w.record(u) == nil {
+			w.t.Fatalf("record %s went with the outage; nothing to attack", u)
+		}
+	}
+	return st
+}
+
+// restart runs the operator again on the same records namespace.
+func (w *world) restart(o controller.Options) *world {
+	w.t.Helper()
+	o.RecordsNamespace = w.recNS
+	return start(w.t, o)
+}
+
+func roleOn(t testing.TB, pg *pgserver.Server, name string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	_, ok, err := catalog.ObserveRole(t.Context(), conn, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func execOn(t testing.TB, pg *pgserver.Server, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweepEvents waits until every record has a sweep Event of reason and
+// returns the notes, so a test knows the sweeper looked (and decided).
+func (w *world) sweepEvents(reason string, uids []string) []string {
+	w.t.Helper()
+	var notes []string
+	err := controlplane.WaitFor(w.t.Context(), wait, "sweep events "+reason, func(ctx context.Context) (bool, error) {
+		var evs eventsv1.EventList
+		if err := w.c.List(ctx, &evs, client.InNamespace(w.recNS)); err != nil {
+			return false, err
+		}
+		notes = nil
+		seen := map[string]bool{}
+		for _, ev := range evs.Items {
+			if ev.Reason == reason {
+				seen[ev.Regarding.Name] = true
+				notes = append(notes, ev.Note)
+			}
+		}
+		for _, u := range uids {
+			if !seen[ledger.ConfigMapName(typesUID(u))] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return notes
+}
+
+// kept checks the records are there and the roles live in pg.
+func (w *world) kept(st stranded, pg *pgserver.Server) {
+	w.t.Helper()
+	for i, u := range st.uids {
+		if w.record(u) == nil {
+			w.t.Errorf("record of role %s removed while the role lives on", st.roles[i])
+		}
+		if !roleOn(w.t, pg, st.roles[i]) {
+			w.t.Errorf("role %s gone from the original deployment", st.roles[i])
+		}
+	}
+}
+
+// swept waits until the records are removed and the roles dropped in pg.
+func (w *world) swept(st stranded, pg *pgserver.Server) {
+	w.t.Helper()
+	err := controlplane.WaitFor(w.t.Context(), wait, "the sweeper drops the roles and removes their records", func(context.Context) (bool, error) {
+		for i, u := range st.uids {
+			if w.record(u) != nil || roleOn(w.t, pg, st.roles[i]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// A copy of the deployment (pg_basebackup after the sentinel existed: the
+// same system identifier, the same sentinel) with the roles dropped there,
+// reached by a tenant's own Server, must not confirm anything; nor may
+// another tenant's Server to the original be borrowed. The sweeper uses
+// only the record's own Server (gone with its namespace) and Servers an
+// admin designated: once one to the original is designated, it sweeps
+// there, and says which connection it used.
+func TestCopyOfTheDeploymentConfirmsNothing(t *testing.T) {
+	pg := ownServer(t)
+	w := start(t, sweepFast)
+	st := w.strand(pg, 2)
+	cp, err := pg.Copy(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	for _, r := range st.roles {
+		execOn(t, cp, "DROP ROLE "+r)
+	}
+	tenant := w.namespace()
+	w.serverOn(tenant, "copy", cp, cp.Addr(), v1alpha1.SSLModeDisable)
+	other := w.namespace()
+	w.serverOn(other, "pg", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+
+	w2 := w.restart(sweepFast)
+	notes := w2.sweepEvents(sweep.ReasonUnreachable, st.uids)
+	w2.kept(st, pg)
+	for _, n := range notes {
+		if !strings.Contains(n, "tried: none available") {
+			t.Errorf("the sweeper tried a connection it may not use: %q", n)
+		}
+	}
+
+	// The admin designates a Server to the original.
+	w2.serverOn(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+	w2.swept(st, pg)
+	for _, n := range w2.sweepEvents(sweep.ReasonSwept, st.uids) {
+		if !strings.Contains(n, "designated Server "+w2.recNS+"/sweeper") {
+			t.Errorf("swept event does not name the connection used: %q", n)
+		}
+	}
+}
+
+// A proxy in the path of a designated Server relays the login and the
+// proofs to the genuine server and splices the DROPs onto a copy where the
+// roles also exist: with sslMode disable, and with require (which checks no
+// certificate) against a proxy that terminates TLS. The second proof is
+// computed inside the genuine server over what still carries each tag, so
+// nothing is confirmed and every record stays.
+func TestSplicingProxyConfirmsNothing(t *testing.T) {
+	for _, ssl := range []v1alpha1.SSLMode{v1alpha1.SSLModeDisable, v1alpha1.SSLModeRequire} {
+		t.Run(string(ssl), func(t *testing.T) {
+			pg := ownServer(t)
+			w := start(t, sweepFast)
+			st := w.strand(pg, 1)
+			cp, err := pg.Copy(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cp.Stop() })
+			s, err := pgsplice.New(pgsplice.Options{
+				Primary: pg.Addr(), Other: cp.DSN(), TLS: ssl == v1alpha1.SSLModeRequire,
+				Divert: func(sql string) bool { return strings.HasPrefix(sql, "DROP ") },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			w2 := w.restart(sweepFast)
+			w2.serverOn(w2.recNS, "sweeper", pg, s.Addr(), ssl)
+			w2.sweepEvents(sweep.ReasonUnreachable, st.uids)
+			if s.Diverted() == 0 {
+				t.Fatal("the proxy spliced nothing: the test proves nothing")
+			}
+			if roleOn(t, cp, st.roles[0]) {
+				t.Fatal("the spliced DROP did not land on the copy: the test proves nothing")
+			}
+			w2.kept(st, pg)
+		})
+	}
+}
+
+// Whoever can write the records namespace edits a stranded record to name
+// a live tenant's role (its ID and its tag) and another owner: the record's
+// MAC no longer verifies, so the sweeper reports it and deletes nothing,
+// though a designated Server could reach the role.
+func TestEditedRecordDeletesNothing(t *testing.T) {
+	pg := ownServer(t)
+	w := start(t, sweepFast)
+	victimNS := w.namespace()
+	w.serverOn(victimNS, "pg", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+	victim := role(victimNS, "victim", pgtarget.RandomName("victim_"))
+	w.create(victim)
+	w.ready(victim)
+	st := w.strand(pg, 1)
+	var cm corev1.ConfigMap
+	if err := w.c.Get(t.Context(), client.ObjectKey{Namespace: w.recNS, Name: ledger.ConfigMapName(typesUID(st.uids[0]))}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["externalIDs"] = `["` + victim.Spec.RoleName + `"]`
+	if err := w.c.Update(t.Context(), &cm); err != nil {
+		t.Fatal(err)
+	}
+	w2 := w.restart(sweepFast)
+	w2.serverOn(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+	notes := w2.sweepEvents(sweep.ReasonInvalid, st.uids)
+	if !strings.Contains(strings.Join(notes, "\n"), "not signed by this operator's key") {
+		t.Errorf("invalid-record events do not say why: %q", notes)
+	}
+	if !roleOn(t, pg, victim.Spec.RoleName) {
+		t.Fatal("the edited record deleted the victim's role")
+	}
+	w2.kept(st, pg)
+	// The victim is untouched in Kubernetes too.
+	w2.ready(victim)
+}
