@@ -2,10 +2,12 @@ package capture
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ const DefaultPendingThreshold = 5 * time.Minute
 // again later with backoff and the finalizer still held, so nothing is
 // dropped.
 const DefaultMaxPersistAttempts = 30
+
+// siblingPatches is how many sibling releases one pass has in flight.
+const siblingPatches = 8
 
 // DefaultReleaseTimeout bounds one Release call, API calls included, when
 // Options.ReleaseTimeout is zero: a hung apiserver call ends the pass with
@@ -255,6 +260,9 @@ type Releaser[O client.Object] struct {
 	// it again. Dropped when the child is gone or seen at another version.
 	// Guarded by mu.
 	releasedFrom map[types.NamespacedName]releasedEntry
+	// claimed: children a pass is releasing now, so that a concurrent pass
+	// does not patch them too. Guarded by mu.
+	claimed map[types.NamespacedName]bool
 	// indexed: SetupWithManager indexed children by owner UID in cache, so
 	// siblings can be found for a batched persist. Set before Start.
 	indexed bool
@@ -326,6 +334,7 @@ func New[O client.Object](live client.Reader, w Writer, opts Options[O]) (*Relea
 		pending:      map[types.NamespacedName]pendingEntry{},
 		byUs:         map[types.NamespacedName]ours{},
 		releasedFrom: map[types.NamespacedName]releasedEntry{},
+		claimed:      map[types.NamespacedName]bool{},
 		stats:        Stats{Releases: map[Reason]int{}},
 	}, nil
 }
@@ -505,8 +514,8 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 		case Hold:
 			return d, nil
 		case Release:
-			removed, err := r.removeFinalizer(ctx, child)
-			if apierrors.IsConflict(err) {
+			removed, err := r.removeFinalizer(ctx, child, d.Reason)
+			if isStale(err) {
 				last = err
 				if err := r.refetch(ctx, child); err != nil {
 					return d, err
@@ -522,6 +531,9 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 			r.mu.Lock()
 			delete(r.byUs, client.ObjectKeyFromObject(child))
 			r.mu.Unlock()
+			if ref := ownerRef(child, r.opts.OwnerKind); ref != nil {
+				r.releaseSiblings(ctx, child, ref.UID, owner, d.Reason != ReasonOwnerGone)
+			}
 			return d, nil
 		case Persist:
 			persisted, err := r.persist(ctx, owner, child)
@@ -561,6 +573,95 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 		}
 	}
 	return d, fmt.Errorf("capture: child %s/%s: %w (last: %w)", child.GetNamespace(), child.GetName(), ErrPassesExhausted, last)
+}
+
+// releaseSiblings releases, on the same live read of the owner, the other
+// children of that owner that the rule releases too: when an owner records
+// the results of N children at once (or finishes, or goes), one read of it
+// serves N releases instead of N reads of a large object. Each sibling is
+// decided on its cached copy and that owner read, and patched with the
+// cached copy's resourceVersion; a sibling that conflicts or fails is left
+// to its own pass. found is false when the owner was read as gone.
+func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, ownerUID types.UID, owner O, found bool) {
+	if !r.indexed {
+		return
+	}
+	list := r.opts.NewChildList()
+	// Read only; the few that are patched are copied first.
+	if err := r.cache.List(ctx, list, client.InNamespace(child.GetNamespace()), client.MatchingFields{r.indexName(): string(ownerUID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return
+	}
+	type release struct {
+		sib client.Object
+		d   Decision
+	}
+	var todo []release
+	_ = meta.EachListItem(list, func(obj runtime.Object) error {
+		sib, ok := obj.(client.Object)
+		if !ok || sib.GetUID() == child.GetUID() || !controllerutil.ContainsFinalizer(sib, r.opts.Finalizer) || r.staleAfterRelease(sib) {
+			return nil
+		}
+		d := r.verdict(r.factsOf(sib, owner, found))
+		if d.Action != Release || !r.claim(client.ObjectKeyFromObject(sib)) {
+			return nil
+		}
+		todo = append(todo, release{sib: sib.DeepCopyObject().(client.Object), d: d})
+		return nil
+	})
+	// A few patches in flight: one pass releasing a fleet one patch at a
+	// time would take as long as the fleet is large.
+	sem := make(chan struct{}, siblingPatches)
+	var wg sync.WaitGroup
+	for _, t := range todo {
+		key := client.ObjectKeyFromObject(t.sib)
+		if ctx.Err() != nil {
+			r.unclaim(key)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			defer r.unclaim(key)
+			d := t.d
+			r.mu.Lock()
+			if o := r.byUs[key]; o.uid == t.sib.GetUID() && (o.done || o.inFlight > 0) && d.Reason == ReasonRecorded {
+				d.Reason = ReasonPersisted
+			}
+			r.mu.Unlock()
+			deleting := t.sib.GetDeletionTimestamp() != nil
+			removed, err := r.removeFinalizer(ctx, t.sib, d.Reason)
+			if err != nil || !removed {
+				return
+			}
+			r.countRelease(d.Reason)
+			r.mu.Lock()
+			delete(r.byUs, key)
+			r.mu.Unlock()
+			r.forget(t.sib)
+			if deleting && r.opts.Watchdog != nil {
+				r.opts.Watchdog.Done(ctx, t.sib, r.opts.Finalizer)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// claim marks a child as being released by a sibling batch, so that other
+// passes leave it alone meanwhile; it reports false when already claimed.
+func (r *Releaser[O]) claim(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.claimed[key] {
+		return false
+	}
+	r.claimed[key] = true
+	return true
+}
+
+func (r *Releaser[O]) unclaim(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.claimed, key)
 }
 
 // persist writes child's result into owner's status, together with the
@@ -683,13 +784,38 @@ func (r *Releaser[O]) indexName() string { return ownerUIDIndex + "/" + r.opts.N
 // removeFinalizer reports whether this call removed it; a child already
 // gone (released by an earlier pass seen through a stale cache) is not a
 // second release.
-func (r *Releaser[O]) removeFinalizer(ctx context.Context, child client.Object) (bool, error) {
-	orig := child.DeepCopyObject().(client.Object)
+//
+// reason says what the decision rested on. An orphan's release rests on
+// the child's owner references, so it carries the child's resourceVersion
+// (a merge patch with an optimistic lock: any change to the child since it
+// was read makes it conflict). Every other release rests on the owner, read
+// live, and on the child's identity: it is a JSON patch that tests the UID
+// and that the finalizer is still at the index it was read at, then removes
+// it. Other writers of the child (Argo labels a Pod completed as it records
+// its node) then cost no conflict, and a finalizer list changed meanwhile
+// fails the test (422, see isStale) instead of being overwritten.
+func (r *Releaser[O]) removeFinalizer(ctx context.Context, child client.Object, reason Reason) (bool, error) {
 	fromRV := child.GetResourceVersion()
-	controllerutil.RemoveFinalizer(child, r.opts.Finalizer)
-	// Optimistic lock: the finalizer list is replaced wholesale by a merge
-	// patch, so it must not overwrite a finalizer someone added meanwhile.
-	err := r.w.Patch(ctx, child, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	var err error
+	if reason == ReasonOrphan {
+		orig := child.DeepCopyObject().(client.Object)
+		controllerutil.RemoveFinalizer(child, r.opts.Finalizer)
+		err = r.w.Patch(ctx, child, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+	} else {
+		i := slices.Index(child.GetFinalizers(), r.opts.Finalizer)
+		if i < 0 {
+			return false, nil
+		}
+		ops, merr := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": child.GetUID()},
+			{"op": "test", "path": "/metadata/finalizers/" + strconv.Itoa(i), "value": r.opts.Finalizer},
+			{"op": "remove", "path": "/metadata/finalizers/" + strconv.Itoa(i)},
+		})
+		if merr != nil {
+			return false, fmt.Errorf("capture: %w", merr)
+		}
+		err = r.w.Patch(ctx, child, client.RawPatch(types.JSONPatchType, ops))
+	}
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -701,6 +827,11 @@ func (r *Releaser[O]) removeFinalizer(ctx context.Context, child client.Object) 
 	r.mu.Unlock()
 	return true, nil
 }
+
+// isStale reports whether a finalizer removal failed because the child
+// changed since it was read: a conflict, or a failed test of the JSON patch
+// (the apiserver answers 422). Either is redone on a fresh read.
+func isStale(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
 
 func (r *Releaser[O]) refetch(ctx context.Context, child client.Object) error {
 	if err := r.live.Get(ctx, client.ObjectKeyFromObject(child), child); err != nil {

@@ -91,6 +91,19 @@
 // live (the reader passed to New must not be a cache), because a cache that
 // has not seen a new owner yet would otherwise say "gone" and release.
 //
+// # Many children at once
+//
+// An owner that records (or finishes, or goes) for many children at once
+// is read once: the pass that releases one child also releases, on that same
+// live read, every sibling the rule releases, a few patches in flight,
+// each sibling claimed so no other pass patches it meanwhile. Owner events
+// queue only the children the owner as the event shows would release, so
+// an owner writing its status N times over N children costs no N² reads.
+// The finalizer is removed with a JSON patch that tests the child's UID and
+// the finalizer's index, so other writers of the child (Argo labels each Pod
+// as it records it) cost no conflict; an orphan's release, which rests on
+// the child's owner references, carries its resourceVersion instead.
+//
 // # Threat model
 //
 // The adversary is delay and concurrency, not malice: stopped or lagging

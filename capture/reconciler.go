@@ -25,6 +25,10 @@ import (
 // ownerUIDIndex indexes children by the UID of their owner of the owner kind.
 const ownerUIDIndex = "capture.finale.dev/owner-uid"
 
+// claimedRetry is when a child that a sibling's pass was releasing is looked
+// at again (usually to find it released).
+const claimedRetry = time.Second
+
 // heldError says why a finalizer stays; the watchdog sees it as the attempt's
 // error.
 // pendingEntry is one held capture of a child being deleted.
@@ -94,7 +98,8 @@ func (r *Releaser[O]) SetupWithManager(mgr ctrl.Manager) error {
 // anyway; a deleted owner queues all of its children.
 func (r *Releaser[O]) enqueueChildren(ctx context.Context, owner client.Object, onlyReleasable bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	list := r.opts.NewChildList()
-	if err := r.cache.List(ctx, list, client.InNamespace(owner.GetNamespace()), client.MatchingFields{r.indexName(): string(owner.GetUID())}); err != nil {
+	// Read only: no deep copy of every child for every owner event.
+	if err := r.cache.List(ctx, list, client.InNamespace(owner.GetNamespace()), client.MatchingFields{r.indexName(): string(owner.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "capture: list children of owner", "owner", client.ObjectKeyFromObject(owner))
 		return
 	}
@@ -126,7 +131,13 @@ func (r *Releaser[O]) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		r.forget(child)
 		return reconcile.Result{}, nil
 	}
+	// A sibling's pass may be releasing this child right now: look again
+	// shortly rather than patch it twice.
+	if !r.claim(req.NamespacedName) {
+		return reconcile.Result{RequeueAfter: claimedRetry}, nil
+	}
 	d, err := r.Release(ctx, child)
+	r.unclaim(req.NamespacedName)
 	deleting := child.GetDeletionTimestamp() != nil
 	if err != nil {
 		if deleting && r.opts.Watchdog != nil {
