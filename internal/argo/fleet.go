@@ -30,6 +30,9 @@ type FleetOutcome struct {
 	Held int
 	// Release: for each held Pod, from the workers' return to the Pod gone.
 	Release []time.Duration
+	// Lag: for each held Pod, from the first Workflow version that shows
+	// its node final to the Pod gone: the guard's own part of Release.
+	Lag []time.Duration
 	// Recorded: from the workers' return to the Workflow's final phase.
 	Recorded time.Duration
 }
@@ -114,11 +117,25 @@ func Fleet(ctx context.Context, c client.WithWatch, ctl *Controller, ns, name st
 			left[p.UID] = true
 		}
 	}
-	w, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{LabelWorkflow: name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	podRV := list.ResourceVersion
+	w, err := c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{LabelWorkflow: name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: podRV}})
 	if err != nil {
 		return out, fmt.Errorf("argo: watch Pods: %w", err)
 	}
-	defer w.Stop()
+	defer func() { w.Stop() }()
+	wfs := &unstructured.UnstructuredList{}
+	wfs.SetGroupVersionKind(WorkflowGVK.GroupVersion().WithKind(WorkflowGVK.Kind + "List"))
+	ww, err := c.Watch(ctx, wfs, client.InNamespace(ns))
+	if err != nil {
+		return out, fmt.Errorf("argo: watch Workflows: %w", err)
+	}
+	defer func() { ww.Stop() }()
+	wfRV := ""
+	nodeOf := map[types.UID]string{}
+	for _, p := range pods {
+		nodeOf[p.UID] = p.Annotations[AnnotationNodeID]
+	}
+	recordedAt, goneAt := map[types.UID]time.Time{}, map[types.UID]time.Time{}
 	back := time.Now()
 	if err := ctl.Restart(SeedWorkers); err != nil {
 		return out, err
@@ -129,19 +146,63 @@ func Fleet(ctx context.Context, c client.WithWatch, ctl *Controller, ns, name st
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return out, fmt.Errorf("argo: the Pod watch ended with %d Pods left", len(left))
+				// The apiserver ends watches now and then; go on from the
+				// last version seen.
+				if w, err = c.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.MatchingLabels{LabelWorkflow: name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: podRV}}); err != nil {
+					return out, fmt.Errorf("argo: watch Pods again with %d Pods left: %w", len(left), err)
+				}
+				continue
+			}
+			if ev.Type == watch.Error {
+				return out, fmt.Errorf("argo: the Pod watch failed with %d Pods left: %v", len(left), ev.Object)
+			}
+			if o, isObj := ev.Object.(client.Object); isObj {
+				podRV = o.GetResourceVersion()
 			}
 			if ev.Type != watch.Deleted {
 				continue
 			}
 			if p, ok := ev.Object.(*corev1.Pod); ok && left[p.UID] {
 				delete(left, p.UID)
+				goneAt[p.UID] = time.Now()
 				out.Release = append(out.Release, time.Since(back))
+			}
+		case ev, ok := <-ww.ResultChan():
+			if !ok {
+				if ww, err = c.Watch(ctx, wfs, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: wfRV}}); err != nil {
+					return out, fmt.Errorf("argo: watch Workflows again with %d Pods left: %w", len(left), err)
+				}
+				continue
+			}
+			if ev.Type == watch.Error {
+				return out, fmt.Errorf("argo: the Workflow watch failed with %d Pods left: %v", len(left), ev.Object)
+			}
+			wf, isWF := ev.Object.(*unstructured.Unstructured)
+			if !isWF {
+				continue
+			}
+			wfRV = wf.GetResourceVersion()
+			if wf.GetName() != name {
+				continue
+			}
+			now := time.Now()
+			for uid, id := range nodeOf {
+				if _, seen := recordedAt[uid]; seen {
+					continue
+				}
+				if n, found := NodeOf(wf, id); found && Fulfilled(n) {
+					recordedAt[uid] = now
+				}
 			}
 		case <-deadline.C:
 			return out, ctl.explain(fmt.Errorf("argo: %d held Pods not released %s after the workers returned", len(left), timeout))
 		case <-ctx.Done():
 			return out, ctx.Err()
+		}
+	}
+	for uid, gone := range goneAt {
+		if rec, ok := recordedAt[uid]; ok {
+			out.Lag = append(out.Lag, gone.Sub(rec))
 		}
 	}
 	err = controlplane.WaitFor(ctx, timeout, "the Workflow to finish", func(ctx context.Context) (bool, error) {

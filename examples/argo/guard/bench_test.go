@@ -46,14 +46,8 @@ func BenchmarkGuardFleet(b *testing.B) {
 		if off.Kept == n {
 			b.Errorf("guard off: every result kept; the baseline did not reproduce the loss")
 		}
-		rel := slices.Clone(on.Release)
-		slices.Sort(rel)
-		pct := func(p float64) time.Duration {
-			if len(rel) == 0 {
-				return 0
-			}
-			return rel[min(len(rel)-1, int(p*float64(len(rel))))]
-		}
+		pct := percentiles(on.Release)
+		lag := percentiles(on.Lag)
 		b.ReportMetric(float64(off.Kept), "kept-off")
 		b.ReportMetric(float64(on.Kept), "kept-on")
 		b.ReportMetric(float64(on.Held), "held-on")
@@ -62,11 +56,26 @@ func BenchmarkGuardFleet(b *testing.B) {
 		b.ReportMetric(float64(onEvents)/float64(n), "guard-events/pod")
 		b.ReportMetric(pct(0.5).Seconds(), "release-p50-s")
 		b.ReportMetric(pct(0.99).Seconds(), "release-p99-s")
+		b.ReportMetric(lag(0.5).Seconds()*1000, "lag-p50-ms")
+		b.ReportMetric(lag(0.99).Seconds()*1000, "lag-p99-ms")
 		b.ReportMetric(on.Recorded.Seconds(), "recorded-on-s")
 		b.ReportMetric(off.Recorded.Seconds(), "recorded-off-s")
-		fmt.Fprintf(os.Stderr, "guard fleet, %d Pods: off kept %d lost %d; on kept %d lost %d held %d, %.2f writes/Pod (%.2f conflicts), %.2f Events/Pod, release p50 %s p99 %s max %s, Workflow finished %s after the workers returned (off: %s)\n",
+		fmt.Fprintf(os.Stderr, "guard fleet, %d Pods: off kept %d lost %d; on kept %d lost %d held %d, %.2f writes/Pod (%.2f conflicts), %.2f Events/Pod, release p50 %s p99 %s max %s (after the node recorded: p50 %s p99 %s max %s, %d measured), Workflow finished %s after the workers returned (off: %s)\n",
 			n, off.Kept, off.Lost, on.Kept, on.Lost, on.Held, float64(onWrites)/float64(n), float64(onConflicts)/float64(n), float64(onEvents)/float64(n),
-			pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond), on.Recorded.Round(time.Millisecond), off.Recorded.Round(time.Millisecond))
+			pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), pct(1).Round(time.Millisecond),
+			lag(0.5).Round(time.Millisecond), lag(0.99).Round(time.Millisecond), lag(1).Round(time.Millisecond), len(on.Lag), on.Recorded.Round(time.Millisecond), off.Recorded.Round(time.Millisecond))
+	}
+}
+
+// percentiles returns the p-quantile function of ds (0 when empty).
+func percentiles(ds []time.Duration) func(p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return func(p float64) time.Duration {
+		if len(s) == 0 {
+			return 0
+		}
+		return s[min(len(s)-1, int(p*float64(len(s))))]
 	}
 }
 

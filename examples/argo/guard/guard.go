@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -119,15 +120,78 @@ func Recorded(wf *unstructured.Unstructured, pod client.Object) bool {
 	if id == "" {
 		return false
 	}
-	nodes, err := Nodes(wf)
-	if err != nil {
-		return false
-	}
-	node, ok := nodes[id]
+	node, ok := nodeOf(wf, id)
 	if !ok {
 		return false
 	}
 	return finalNodePhases[node.Phase] || (node.RestartingPodUID != "" && node.RestartingPodUID == string(pod.GetUID()))
+}
+
+// nodeOf reads one node. It is called once per Pod for every Workflow
+// version the guard sees, so it reads status.nodes in place (no copy, no
+// decoding of the other nodes); only compressed nodes are decoded, once per
+// Workflow version.
+func nodeOf(wf *unstructured.Unstructured, id string) (Node, bool) {
+	if raw, found, err := unstructured.NestedFieldNoCopy(wf.Object, "status", "nodes"); found && err == nil {
+		nodes, ok := raw.(map[string]any)
+		if !ok {
+			return Node{}, false
+		}
+		n, ok := nodes[id].(map[string]any)
+		if !ok {
+			return Node{}, false
+		}
+		phase, _ := n["phase"].(string)
+		restarting, _ := n["restartingPodUID"].(string)
+		return Node{ID: id, Phase: phase, RestartingPodUID: restarting}, true
+	}
+	nodes, err := decoded.nodes(wf)
+	if err != nil {
+		return Node{}, false
+	}
+	n, ok := nodes[id]
+	return n, ok
+}
+
+// decoded remembers the decoded nodes of the last few compressed Workflow
+// versions.
+var decoded = &nodeCache{entries: map[string]map[string]Node{}}
+
+const nodeCacheSize = 16
+
+type nodeCache struct {
+	mu sync.Mutex // guards entries and order
+	// entries by UID/resourceVersion.
+	entries map[string]map[string]Node
+	order   []string
+}
+
+func (c *nodeCache) nodes(wf *unstructured.Unstructured) (map[string]Node, error) {
+	key := string(wf.GetUID()) + "/" + wf.GetResourceVersion()
+	c.mu.Lock()
+	n, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && wf.GetResourceVersion() != "" {
+		return n, nil
+	}
+	n, err := Nodes(wf)
+	if err != nil {
+		return nil, err
+	}
+	if wf.GetResourceVersion() == "" {
+		return n, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[key]; !ok {
+		c.entries[key] = n
+		c.order = append(c.order, key)
+		if len(c.order) > nodeCacheSize {
+			delete(c.entries, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	return n, nil
 }
 
 // Finished reports whether wf no longer needs its Pods' results: its phase

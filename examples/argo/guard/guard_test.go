@@ -11,9 +11,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -305,4 +308,56 @@ func TestOrphanReleases(t *testing.T) {
 		t.Errorf("orphaned Pod: owner references %v, deletion %v; want none and not deleted", got.OwnerReferences, got.DeletionTimestamp)
 	}
 	waitReleases(t, w.guard, map[capture.Reason]int{capture.ReasonOrphan: 1})
+}
+
+// TestCheckPolicy: the guard refuses to start while new Pods would go
+// unprotected: no policy, a policy that fails open, or one that adds
+// another finalizer; an installed and bound policy passes.
+func TestCheckPolicy(t *testing.T) {
+	c := testenv.Client(t, testenv.Scheme())
+	ctx := t.Context()
+	ns := testenv.Namespace(t, c)
+	put := func(mod func(*admissionv1.MutatingAdmissionPolicy)) {
+		t.Helper()
+		p := guard.Policy()
+		if err := c.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if err := controlplane.WaitGone(ctx, c, p, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if mod == nil {
+			return
+		}
+		p = guard.Policy()
+		mod(p)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Whatever this test leaves, the next test finds the real policy.
+	t.Cleanup(func() { put(func(*admissionv1.MutatingAdmissionPolicy) {}) })
+	for _, tc := range []struct {
+		name    string
+		mod     func(*admissionv1.MutatingAdmissionPolicy)
+		wantErr string
+	}{
+		{"missing", nil, "is not installed"},
+		{"fails open", func(p *admissionv1.MutatingAdmissionPolicy) { p.Spec.FailurePolicy = ptr.To(admissionv1.Ignore) }, "failurePolicy Ignore"},
+		{"another finalizer", func(p *admissionv1.MutatingAdmissionPolicy) {
+			p.Spec.Mutations[0].ApplyConfiguration.Expression = `Object{metadata: Object.metadata{finalizers: ["example.com/other"]}}`
+		}, "does not add the finalizer"},
+	} {
+		put(tc.mod)
+		if err := guard.CheckPolicy(ctx, c); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: CheckPolicy = %v, want an error containing %q", tc.name, err, tc.wantErr)
+		}
+	}
+	put(func(*admissionv1.MutatingAdmissionPolicy) {})
+	if err := c.Create(ctx, guard.Binding(guard.PolicyName+"-"+ns, &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}})); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := guard.CheckPolicy(ctx, c); err != nil {
+		t.Errorf("installed and bound: CheckPolicy = %v", err)
+	}
 }
