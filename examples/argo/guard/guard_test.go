@@ -288,13 +288,14 @@ func TestWorkflowDeletionReleases(t *testing.T) {
 	}
 }
 
-// TestOrphanReleases: a Pod whose Workflow owner reference is gone (the
-// Workflow deleted with orphan propagation) is released without being
-// deleted.
+// TestOrphanReleases: a Pod whose Workflow owner reference is gone (taken
+// off, as the garbage collector does when its Workflow is deleted with
+// orphan propagation) is released without being deleted, while its
+// Workflow is still active.
 func TestOrphanReleases(t *testing.T) {
 	w := newWorld(t, true)
 	pod := runningPod(t, w, "orphaned")
-	if err := w.c.Delete(t.Context(), argo.Workflow(w.ns, "orphaned"), client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+	if err := w.c.Patch(t.Context(), pod, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"ownerReferences":null}}`))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := argo.WaitFinalizerOff(t.Context(), w.c, pod, guard.Finalizer, 90*time.Second); err != nil {
@@ -317,7 +318,7 @@ func TestCheckPolicy(t *testing.T) {
 	c := testenv.Client(t, testenv.Scheme())
 	ctx := t.Context()
 	ns := testenv.Namespace(t, c)
-	put := func(mod func(*admissionv1.MutatingAdmissionPolicy)) {
+	put := func(ctx context.Context, mod func(*admissionv1.MutatingAdmissionPolicy)) {
 		t.Helper()
 		p := guard.Policy()
 		if err := c.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
@@ -336,7 +337,7 @@ func TestCheckPolicy(t *testing.T) {
 		}
 	}
 	// Whatever this test leaves, the next test finds the real policy.
-	t.Cleanup(func() { put(func(*admissionv1.MutatingAdmissionPolicy) {}) })
+	t.Cleanup(func() { put(context.WithoutCancel(ctx), func(*admissionv1.MutatingAdmissionPolicy) {}) })
 	for _, tc := range []struct {
 		name    string
 		mod     func(*admissionv1.MutatingAdmissionPolicy)
@@ -348,12 +349,12 @@ func TestCheckPolicy(t *testing.T) {
 			p.Spec.Mutations[0].ApplyConfiguration.Expression = `Object{metadata: Object.metadata{finalizers: ["example.com/other"]}}`
 		}, "does not add the finalizer"},
 	} {
-		put(tc.mod)
+		put(ctx, tc.mod)
 		if err := guard.CheckPolicy(ctx, c); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: CheckPolicy = %v, want an error containing %q", tc.name, err, tc.wantErr)
 		}
 	}
-	put(func(*admissionv1.MutatingAdmissionPolicy) {})
+	put(ctx, func(*admissionv1.MutatingAdmissionPolicy) {})
 	if err := c.Create(ctx, guard.Binding(guard.PolicyName+"-"+ns, &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}})); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
