@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/errclass"
 )
@@ -57,9 +58,11 @@ const (
 
 	EventActionCapture = "Capture"
 
-	MessagePending       = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
-	MessagePersisted     = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
-	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s); the finalizer stays"
+	MessagePending   = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
+	MessagePersisted = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
+	// MessagePersistFailed carries the error's class, not its text: the
+	// Event is read by the namespace's users; the error goes to the log.
+	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s error); the finalizer stays and the release is retried. The cause is in the controller's log"
 	MessageResultNotKept = "owner %s/%s accepted the result of child %s (UID %s), but the object it returned does not hold it: its schema prunes the field or a webhook strips it; the finalizer stays and the write is retried with backoff"
 )
 
@@ -553,11 +556,14 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 				r.stats.NotKept++
 				r.mu.Unlock()
 				notKeptTotal.WithLabelValues(r.opts.Name).Inc()
+				log.FromContext(ctx).Info("capture: the owner's returned status lacks the child's result; the finalizer stays", "child", client.ObjectKeyFromObject(child), "owner", client.ObjectKeyFromObject(owner))
 				r.event(child, corev1.EventTypeWarning, EventReasonResultNotKept, MessageResultNotKept, owner.GetNamespace(), owner.GetName(), child.GetName(), child.GetUID())
 				return d, err
 			}
 			if err != nil {
-				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), errclass.Of(ctx, err))
+				class := errclass.Of(ctx, err)
+				log.FromContext(ctx).Info("capture: persisting a child's result failed; the finalizer stays", "child", client.ObjectKeyFromObject(child), "class", class, "error", err.Error())
+				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), class)
 				return d, err
 			}
 			r.mu.Lock()

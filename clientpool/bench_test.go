@@ -38,6 +38,18 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	// A caller deadline nearer than CallTimeout (a ReconciliationTimeout):
+	// the bound is computed from it.
+	b.Run("pool-calltimeout-caller-deadline", func(b *testing.B) {
+		p := benchPool(b, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = 1e12 })
+		dctx, cancel := context.WithTimeout(ctx, 1e11)
+		defer cancel()
+		for b.Loop() {
+			if err := p.Do(dctx, "k", noop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 
 	// A real unary gRPC call on loopback (through the proxy): what the
 	// overhead is relative to.

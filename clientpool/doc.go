@@ -9,8 +9,8 @@
 //     the same time (a per-key single flight). A failed dial is returned to
 //     everyone waiting on it and is not cached: the next Do dials again.
 //   - Do(ctx, key, fn) runs fn with the client, classifies fn's error with
-//     errclass (using the caller's ctx, so shutdown reads as Canceled), and
-//     applies the pool's eviction Policy. The policy is one value held by the
+//     errclass (using the context fn ran with, so shutdown reads as
+//     Canceled), and applies the pool's eviction Policy. The policy is one value held by the
 //     pool: DefaultPolicy evicts on Transport and Auth, never on NotFound,
 //     Conflict, Invalid, Throttled or Canceled. NeverEvict reproduces the
 //     upstream pool of the seed incident.
@@ -18,11 +18,18 @@
 //     exactly once and is closed exactly once, when the last call still
 //     using it returns (reference counting). Nothing overwrites a client
 //     without closing it.
-//   - CallTimeout bounds each call; when it fires while the caller's
-//     context is live, the error is Transport and the client is evicted.
-//     Without a bound, a silent connection (the seed's "context deadline
-//     exceeded" 238 times) is only noticed if the caller's own deadline is
-//     shorter than its lifetime, and then it classifies as Canceled.
+//   - CallTimeout bounds each call; when the bound fires, the error is
+//     Transport and the client is evicted. The bound fires before the
+//     caller's own deadline whatever the two durations: when the caller's
+//     deadline (controller-runtime's ReconciliationTimeout, the last pass of
+//     a hold) is nearer than CallTimeout, the bound is nine tenths of the
+//     caller's remaining time. The bound's context has cause
+//     errclass.ErrCallTimeout, which is how the classification tells "the
+//     pool's bound fired" (Transport, evict) from "the caller ended the
+//     call" (a shutdown, a cancellation, the caller's deadline: Canceled,
+//     never evict). Without CallTimeout, a silent connection (the seed's
+//     "context deadline exceeded" 238 times) is only ever seen through the
+//     caller's deadline, which classifies as Canceled: it is never evicted.
 //   - MaxAge and IdleTimeout, when set, retire clients by an injected
 //     k8s.io/utils/clock PassiveClock, checked at use and by Sweep.
 //
@@ -36,6 +43,14 @@
 // credential surfaces as Auth and evicts. See Example_perCallCredentials.
 //
 // # Decisions
+//
+// The bound under a near caller deadline is a share of the caller's time,
+// not CallTimeout: had the caller's deadline fired first, the pool could
+// not know whether the client hung or the caller gave up, and a client
+// that does not close itself (gRPC, HTTP SDKs) would stay cached for ever
+// under any caller whose deadline is shorter than CallTimeout. The price is
+// that a call slower than nine tenths of its caller's remaining time
+// evicts a client that may be healthy; that call failed in any case.
 //
 // The shared dial runs detached from the caller that started it (its values
 // kept, its cancellation dropped, bounded by DialTimeout), so one caller

@@ -1,6 +1,7 @@
 package clientpool_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -144,10 +146,20 @@ func (s *seedRun) events() map[string]int {
 	return out
 }
 
-// startSeed runs the manager and controller with policy, creates a Worker,
+// seedConfig varies one run of the incident.
+type seedConfig struct {
+	policy clientpool.Policy
+	// callTimeout is the pool's CallTimeout; zero is seedCallTimeout.
+	callTimeout time.Duration
+	// reconcileTimeout is the manager's ReconciliationTimeout (the
+	// deadline of every Reconcile's context); zero is none.
+	reconcileTimeout time.Duration
+}
+
+// startSeed runs the manager and controller as cfg says, creates a Worker,
 // waits until the cleanup client is cached, poisons the cached connection
 // and deletes the Worker.
-func startSeed(t *testing.T, name string, policy clientpool.Policy) *seedRun {
+func startSeed(t *testing.T, name string, cfg seedConfig) *seedRun {
 	t.Helper()
 	ctx := t.Context()
 	sch := testenv.Scheme()
@@ -160,8 +172,8 @@ func startSeed(t *testing.T, name string, policy clientpool.Policy) *seedRun {
 	s := &seedRun{c: c, b: newBackend(t, "api-key"), gc: &grpcCounters{}, emitted: map[string]int{}}
 	s.clk = clocktesting.NewFakeClock(time.Now())
 	o := s.gc.options(uniqueName(t), staticToken("api-key"))
-	o.Policy = policy
-	o.CallTimeout = seedCallTimeout
+	o.Policy = cfg.policy
+	o.CallTimeout = cmp.Or(cfg.callTimeout, seedCallTimeout)
 	pool, err := clientpool.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +186,7 @@ func startSeed(t *testing.T, name string, policy clientpool.Policy) *seedRun {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller:             config.Controller{ReconciliationTimeout: cfg.reconcileTimeout},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +260,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // CleanupBlocked condition. Only removing the fault (the incident's pod
 // restart) lets it finish.
 func TestPoisonedClientNaivePoolStaysStuck(t *testing.T) {
-	s := startSeed(t, "g1-seed-naive", clientpool.NeverEvict)
+	s := startSeed(t, "g1-seed-naive", seedConfig{policy: clientpool.NeverEvict})
 	ctx := t.Context()
 
 	waitFor(t, fmt.Sprintf("%d failed cleanup attempts", naiveRetries), func() bool { return s.r.failures.Load() >= naiveRetries })
@@ -257,7 +270,7 @@ func TestPoisonedClientNaivePoolStaysStuck(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(s.worker, seedFinalizer) {
 		t.Fatal("finalizer removed although every cleanup failed")
 	}
-	if diff := cmp.Diff(counts{Dials: 1, Closes: 0, Accepted: 1}, s.b.counts(s.gc)); diff != "" {
+	if diff := gocmp.Diff(counts{Dials: 1, Closes: 0, Accepted: 1}, s.b.counts(s.gc)); diff != "" {
 		t.Errorf("the naive pool must keep reusing the first client (-want +got):\n%s", diff)
 	}
 	if got := s.r.attempts.Load(); got != s.r.failures.Load() {
@@ -293,7 +306,7 @@ func TestPoisonedClientNaivePoolStaysStuck(t *testing.T) {
 	})
 	after := s.r.failures.Load()
 	waitFor(t, "five more failed retries", func() bool { return s.r.failures.Load() >= after+5 })
-	if diff := cmp.Diff(map[string]int{"Warning " + watchdog.ReasonCleanupBlocked: 1}, s.events()); diff != "" {
+	if diff := gocmp.Diff(map[string]int{"Warning " + watchdog.ReasonCleanupBlocked: 1}, s.events()); diff != "" {
 		t.Errorf("Events: once per transition, not per retry (-want +got):\n%s", diff)
 	}
 
@@ -306,7 +319,7 @@ func TestPoisonedClientNaivePoolStaysStuck(t *testing.T) {
 	// The reconciler calls Done right after its Update removed the
 	// finalizer, so possibly after the object is already gone.
 	waitFor(t, "the watchdog to see the deletion done", func() bool { return len(s.r.wd.Pending()) == 0 })
-	if diff := cmp.Diff(map[string]int{"Warning " + watchdog.ReasonCleanupBlocked: 1, "Normal " + watchdog.ReasonCleanupRecovered: 1}, s.events()); diff != "" {
+	if diff := gocmp.Diff(map[string]int{"Warning " + watchdog.ReasonCleanupBlocked: 1, "Normal " + watchdog.ReasonCleanupRecovered: 1}, s.events()); diff != "" {
 		t.Errorf("Events (-want +got):\n%s", diff)
 	}
 }
@@ -316,17 +329,17 @@ func TestPoisonedClientNaivePoolStaysStuck(t *testing.T) {
 // next dials a fresh connection and the deletion finishes: two attempts,
 // one failure, one new connection, nothing leaked.
 func TestPoisonedClientDefaultPolicyFinishes(t *testing.T) {
-	s := startSeed(t, "g1-seed-finale", clientpool.DefaultPolicy)
+	s := startSeed(t, "g1-seed-finale", seedConfig{policy: clientpool.DefaultPolicy})
 	ctx := t.Context()
 
 	if err := controlplane.WaitGone(ctx, s.c, s.worker, seedWait); err != nil {
 		t.Fatalf("deletion did not finish: %v (attempts %d, failures %d, watchdog %+v)", err, s.r.attempts.Load(), s.r.failures.Load(), s.r.wd.Pending())
 	}
 	got := struct{ Attempts, Failures int64 }{s.r.attempts.Load(), s.r.failures.Load()}
-	if diff := cmp.Diff(struct{ Attempts, Failures int64 }{2, 1}, got); diff != "" {
+	if diff := gocmp.Diff(struct{ Attempts, Failures int64 }{2, 1}, got); diff != "" {
 		t.Errorf("cleanup attempts after the fault (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(counts{Dials: 2, Closes: 1, Accepted: 2}, s.b.counts(s.gc)); diff != "" {
+	if diff := gocmp.Diff(counts{Dials: 2, Closes: 1, Accepted: 2}, s.b.counts(s.gc)); diff != "" {
 		t.Errorf("one eviction, one fresh dial, the poisoned client closed (-want +got):\n%s", diff)
 	}
 	waitFor(t, "the watchdog to see the deletion done", func() bool { return len(s.r.wd.Pending()) == 0 })
@@ -363,4 +376,32 @@ func waitCondition(t *testing.T, s *seedRun, status metav1.ConditionStatus) meta
 		t.Fatal(err)
 	}
 	return got
+}
+
+// TestPoisonedClientShortReconcileTimeoutEvicts is item 4 of issue 12: the
+// manager's ReconciliationTimeout (2s) is far shorter than the pool's
+// CallTimeout (a minute), so every Reconcile's context ends before the
+// pool's CallTimeout could. Before the fix the hung call failed with the
+// caller's deadline, classified Canceled and never evicted: the deletion
+// stayed stuck on the frozen connection, as in the seed. Now the pool's
+// bound fires first (nine tenths of the caller's time), the hung client is
+// evicted and closed, and the next reconcile dials afresh and finishes.
+func TestPoisonedClientShortReconcileTimeoutEvicts(t *testing.T) {
+	s := startSeed(t, "g1-seed-reconcile-timeout", seedConfig{
+		policy:           clientpool.DefaultPolicy,
+		callTimeout:      time.Minute,
+		reconcileTimeout: 2 * time.Second,
+	})
+	ctx := t.Context()
+
+	if err := controlplane.WaitGone(ctx, s.c, s.worker, seedWait); err != nil {
+		t.Fatalf("deletion did not finish: %v (attempts %d, failures %d, %+v)", err, s.r.attempts.Load(), s.r.failures.Load(), s.b.counts(s.gc))
+	}
+	got := struct{ Attempts, Failures int64 }{s.r.attempts.Load(), s.r.failures.Load()}
+	if diff := gocmp.Diff(struct{ Attempts, Failures int64 }{2, 1}, got); diff != "" {
+		t.Errorf("cleanup attempts after the fault (-want +got):\n%s", diff)
+	}
+	if diff := gocmp.Diff(counts{Dials: 2, Closes: 1, Accepted: 2}, s.b.counts(s.gc)); diff != "" {
+		t.Errorf("one eviction, one fresh dial, the hung client closed (-want +got):\n%s", diff)
+	}
 }

@@ -105,9 +105,12 @@ type Options[K comparable, C any] struct {
 	// IdleTimeout, when positive, retires a client unused that long.
 	IdleTimeout time.Duration
 	// CallTimeout, when positive, bounds each fn passed to Do. When it
-	// fires while the caller's context is live the error classifies as
-	// Transport and (by DefaultPolicy) evicts: this is what turns the seed
-	// incident's silent connection into a recovery.
+	// fires the error classifies as Transport and (by DefaultPolicy)
+	// evicts: this is what turns the seed incident's silent connection into
+	// a recovery. When the caller's own deadline is nearer than
+	// CallTimeout, the bound is nine tenths of the caller's remaining time
+	// instead, so that it still fires first: a caller deadline that fires
+	// first classifies as Canceled and would never evict (see callDeadline).
 	CallTimeout time.Duration
 	// DialTimeout bounds a dial; zero is DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -220,9 +223,15 @@ func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
 }
 
 // Do runs fn with the client for key, dialling it if needed, then
-// classifies fn's error with the caller's ctx and evicts the client when the
-// policy says so. fn's error is returned unchanged; a dial error is wrapped
-// with the pool name and key.
+// classifies fn's error with the context fn ran with and evicts the client
+// when the policy says so. fn's error is returned unchanged; a dial error is
+// wrapped with the pool name and key.
+//
+// With CallTimeout set, fn's context carries the pool's own bound, whose
+// cause is errclass.ErrCallTimeout: when the bound fires the error is
+// Transport (the client did not answer), and when the caller's context
+// ends first (a shutdown, a cancellation, a deadline too near to leave the
+// pool a bound of its own) it is Canceled and never evicts.
 //
 // fn must not keep c after it returns: once evicted, c is closed as soon as
 // the last call using it returns.
@@ -233,9 +242,15 @@ func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context,
 	}
 	callCtx := ctx
 	if p.callTimeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, p.callTimeout)
-		defer cancel()
+		callerDeadline, hasDeadline := ctx.Deadline()
+		// Real time, not the pool's clock: the bound is a context timer,
+		// which runs on real time, and it is compared with the caller's
+		// deadline, which is real time too.
+		if d, ok := callDeadline(time.Now(), p.callTimeout, callerDeadline, hasDeadline); ok {
+			var cancel context.CancelFunc
+			callCtx, cancel = context.WithDeadlineCause(ctx, d, errclass.ErrCallTimeout)
+			defer cancel()
+		}
 	}
 	// Released even if fn panics, so a panicking call cannot pin a client.
 	defer p.release(e)
@@ -244,12 +259,45 @@ func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context,
 		p.m.callsOK.Inc()
 		return nil
 	}
-	class := p.classifier.Classify(ctx, err)
+	class := p.classifier.Classify(callCtx, err)
 	p.m.call(class)
 	if p.policy.Evict(class, err) {
 		p.retire(key, e, string(class))
 	}
 	return err
+}
+
+// callerShare is the part of a caller's remaining time that a call may use
+// when the caller's deadline is nearer than CallTimeout: nine tenths. The
+// tenth left over makes the pool's bound fire strictly before the caller's
+// (timers a few milliseconds apart can fire out of order on a loaded
+// machine; a tenth scales with the deadline) and leaves the caller time to
+// report the failure (a status write, an Event) before its own deadline.
+const (
+	callerShareNum = 9
+	callerShareDen = 10
+)
+
+// callDeadline is the pool's own bound of a call started at now: timeout
+// from now, or, when the caller's deadline comes sooner, nine tenths of the
+// caller's remaining time, so that the pool's bound fires first and a hung
+// call is told apart from a caller giving up. It is false when the caller
+// has no time left: the call then runs under the caller's context alone
+// and its failure is the caller's (Canceled), never the client's.
+//
+// A call that has used nine tenths of its caller's time is taken for hung
+// even if CallTimeout is longer: the pool cannot wait past its caller, and
+// a caller that sets a deadline shorter than a healthy call's duration
+// fails that call either way.
+func callDeadline(now time.Time, timeout time.Duration, caller time.Time, hasCaller bool) (time.Time, bool) {
+	if !hasCaller {
+		return now.Add(timeout), true
+	}
+	share := caller.Sub(now) / callerShareDen * callerShareNum
+	if share <= 0 {
+		return time.Time{}, false
+	}
+	return now.Add(min(timeout, share)), true
 }
 
 // Evict drops key's client now (closing it once its calls return) and

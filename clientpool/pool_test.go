@@ -218,6 +218,116 @@ func TestCallerCanceledNeverEvicts(t *testing.T) {
 	}
 }
 
+// errReconcileTimeout stands for controller-runtime's ReconciliationTimeout
+// cause on the caller's context.
+var errReconcileTimeout = errors.New("reconciliation timeout")
+
+// TestCallerDeadlineVersusCallTimeout: a hung call evicts whichever of the
+// caller's deadline and CallTimeout is nearer, because the pool's own bound
+// fires first (its cause is errclass.ErrCallTimeout); a caller that gives
+// up (cancelled, shutting down, out of time before the call) never evicts.
+// Item 4 of issue 12: before, a caller deadline shorter than CallTimeout
+// made every hang Canceled.
+func TestCallerDeadlineVersusCallTimeout(t *testing.T) {
+	// hang never answers; cancelCaller, when set, is called first.
+	hang := func(cancelCaller context.CancelFunc) func(ctx context.Context, _ *fakeClient) error {
+		return func(ctx context.Context, _ *fakeClient) error {
+			if cancelCaller != nil {
+				cancelCaller()
+			}
+			<-ctx.Done()
+			return fmt.Errorf("rpc: %w", ctx.Err())
+		}
+	}
+	type result struct {
+		Evicted  bool
+		OwnBound bool // fn's context ended by the pool's bound
+	}
+	cases := map[string]struct {
+		callTimeout time.Duration
+		// caller makes the caller's context; its cancel is passed to fn
+		// when cancelInCall.
+		caller       func(context.Context) (context.Context, context.CancelFunc)
+		cancelInCall bool
+		want         result
+	}{
+		"no caller deadline, CallTimeout fires": {
+			callTimeout: 50 * time.Millisecond,
+			caller:      context.WithCancel,
+			want:        result{Evicted: true, OwnBound: true},
+		},
+		"caller deadline longer than CallTimeout": {
+			callTimeout: 50 * time.Millisecond,
+			caller: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeoutCause(ctx, time.Minute, errReconcileTimeout)
+			},
+			want: result{Evicted: true, OwnBound: true},
+		},
+		"reconcile timeout shorter than CallTimeout": {
+			callTimeout: time.Minute,
+			caller: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeoutCause(ctx, 500*time.Millisecond, errReconcileTimeout)
+			},
+			want: result{Evicted: true, OwnBound: true},
+		},
+		"caller deadline without a cause shorter than CallTimeout": {
+			callTimeout: time.Minute,
+			caller: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeout(ctx, 500*time.Millisecond)
+			},
+			want: result{Evicted: true, OwnBound: true},
+		},
+		"shutdown during the call": {
+			callTimeout:  time.Minute,
+			caller:       context.WithCancel,
+			cancelInCall: true,
+			want:         result{},
+		},
+		"cancelled during the call, under a short deadline": {
+			callTimeout: time.Minute,
+			caller: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithTimeoutCause(ctx, 10*time.Second, errReconcileTimeout)
+			},
+			cancelInCall: true,
+			want:         result{},
+		},
+		"caller out of time before the call": {
+			callTimeout: time.Minute,
+			caller: func(ctx context.Context) (context.Context, context.CancelFunc) {
+				return context.WithDeadlineCause(ctx, time.Unix(0, 0), errReconcileTimeout)
+			},
+			want: result{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{}
+			p := newFakePool(t, f, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = tc.callTimeout })
+			use(t, t.Context(), p, "k", nil) // client 1 cached
+			ctx, cancel := tc.caller(t.Context())
+			defer cancel()
+			var inCall context.CancelFunc
+			if tc.cancelInCall {
+				inCall = cancel
+			}
+			var own bool
+			err := p.Do(ctx, "k", func(ctx context.Context, c *fakeClient) error {
+				err := hang(inCall)(ctx, c)
+				own = errors.Is(context.Cause(ctx), errclass.ErrCallTimeout)
+				return err
+			})
+			if err == nil {
+				t.Fatal("a hung call succeeded")
+			}
+			got := result{Evicted: use(t, t.Context(), p, "k", nil) != 1, OwnBound: own}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestCallTimeoutEvicts: a call that hangs past CallTimeout, with the caller
 // still live, is the seed's poisoned client; it evicts.
 func TestCallTimeoutEvicts(t *testing.T) {

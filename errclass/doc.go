@@ -11,11 +11,19 @@
 //   - User-supplied Funcs (New) run first, in order; the first that
 //     recognises an error wins. The built-in rules are the fallback.
 //   - Shutdown never reads as a broken client: context.Canceled is Canceled,
-//     and any Transport verdict reached while the caller's own context is
-//     done becomes Canceled. A context.DeadlineExceeded from a per-call
-//     timeout, while the caller's context is still live, is Transport: that
-//     is the seed incident's signature (a half-open connection that answers
-//     nothing).
+//     and any Transport verdict reached while the call's context is done
+//     becomes Canceled, whatever ended it (a shutdown, a cancelled or timed
+//     out reconcile, a caller's deadline). A context.DeadlineExceeded from a
+//     per-call timeout, while the caller's context is still live, is
+//     Transport: that is the seed incident's signature (a half-open
+//     connection that answers nothing).
+//   - A per-call bound that fires is told apart by its cause: a context done
+//     with cause ErrCallTimeout (context.WithTimeoutCause) keeps a Transport
+//     verdict Transport. Without it, a caller whose own deadline is shorter
+//     than the per-call bound (controller-runtime's ReconciliationTimeout,
+//     the last pass of a hold) would turn every hang into Canceled and a
+//     client that never closes itself would never be dropped; clientpool
+//     sets this cause and makes its bound fire before the caller's.
 //
 // # Sources
 //

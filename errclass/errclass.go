@@ -59,9 +59,18 @@ func New(extra ...Func) *Classifier {
 	return &Classifier{extra: fs}
 }
 
-// Classify returns err's class; nil is "" (no error). ctx is the caller's
-// context: a deadline that fired while it is done means the caller gave up
-// (Canceled), not that the client is broken.
+// ErrCallTimeout is the cause to give a per-call deadline
+// (context.WithTimeoutCause, context.WithDeadlineCause). A context done with
+// this cause says that the call's own bound fired, not that its caller gave
+// up, so a Transport verdict stays Transport although the context is done.
+// Only the code that owns the per-call bound should set it: a caller's
+// deadline, a reconcile timeout or a shutdown must keep its own cause.
+var ErrCallTimeout = errors.New("errclass: the call's own time bound passed without an answer")
+
+// Classify returns err's class; nil is "" (no error). ctx is the context the
+// call ran with: when it is done, a Transport verdict is the caller giving
+// up (Canceled), not the client being broken, unless the context's cause is
+// ErrCallTimeout (the call's own bound fired first).
 func (c *Classifier) Classify(ctx context.Context, err error) Class {
 	if err == nil {
 		return ""
@@ -83,9 +92,11 @@ var Default = &Classifier{}
 func Of(ctx context.Context, err error) Class { return Default.Classify(ctx, err) }
 
 // builtin applies the caller-context rule on top of the per-source rules: a
-// transport failure seen while the caller's own context is done is the
-// caller giving up (shutdown, a reconcile that was cancelled), and shutdown
-// must never evict a client.
+// transport failure seen while the call's context is done is the caller
+// giving up (shutdown, a reconcile that was cancelled or timed out), and
+// shutdown must never evict a client. The exception is a context whose
+// cause is ErrCallTimeout: its own per-call bound fired before anything
+// else ended it, which is the signature of a client that does not answer.
 //
 // An error value that panics when inspected (a typed nil *StatusError
 // wrapped in a non-nil error, say) is Unknown: classification sits on every
@@ -97,7 +108,7 @@ func builtin(ctx context.Context, err error) (cl Class) {
 		}
 	}()
 	cl = source(err)
-	if cl == Transport && ctx != nil && ctx.Err() != nil {
+	if cl == Transport && ctx != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrCallTimeout) {
 		return Canceled
 	}
 	return cl

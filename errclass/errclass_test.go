@@ -288,6 +288,68 @@ func TestCallerContext(t *testing.T) {
 	}
 }
 
+// errReconcileTimeout stands for a caller's own deadline cause, as
+// controller-runtime gives its ReconciliationTimeout.
+var errReconcileTimeout = errors.New("reconciliation timeout")
+
+// TestCallTimeoutCause: a context done because the call's own bound fired
+// (cause ErrCallTimeout) keeps a Transport verdict; any other cause of a
+// done context (the caller's deadline with or without a cause of its own,
+// a cancellation, a shutdown) still makes it Canceled. This is item 4 of
+// issue 12: without the cause, a caller deadline shorter than the call's
+// bound turned every hang into Canceled.
+func TestCallTimeoutCause(t *testing.T) {
+	past := time.Unix(0, 0)
+	ownBound, c1 := context.WithDeadlineCause(t.Context(), past, errclass.ErrCallTimeout)
+	defer c1()
+	// The call's bound fired first; the caller was cancelled after it.
+	parent, cancelParent := context.WithCancel(t.Context())
+	ownThenShutdown, c2 := context.WithDeadlineCause(parent, past, errclass.ErrCallTimeout)
+	defer c2()
+	cancelParent()
+	// The caller's deadline (with its own cause) ended the call first: the
+	// child's cause is the parent's, whatever the child would have set.
+	callerFirst, c3 := context.WithDeadlineCause(t.Context(), past, errReconcileTimeout)
+	defer c3()
+	callerFirstChild, c4 := context.WithDeadlineCause(callerFirst, time.Now().Add(time.Hour), errclass.ErrCallTimeout)
+	defer c4()
+	// Shutdown first, then the call's bound would have fired.
+	shutdown, cancelShutdown := context.WithCancel(t.Context())
+	cancelShutdown()
+	shutdownChild, c5 := context.WithDeadlineCause(shutdown, past, errclass.ErrCallTimeout)
+	defer c5()
+	// A cancellation that names ErrCallTimeout wrapped is still the bound.
+	wrapped, c6 := context.WithCancelCause(t.Context())
+	c6(fmt.Errorf("pool p: %w", errclass.ErrCallTimeout))
+	live, c7 := context.WithDeadlineCause(t.Context(), time.Now().Add(time.Hour), errclass.ErrCallTimeout)
+	defer c7()
+
+	deadline := fmt.Errorf("rpc: %w", context.DeadlineExceeded)
+	cases := map[string]struct {
+		ctx  context.Context
+		err  error
+		want errclass.Class
+	}{
+		"own bound fired":                       {ownBound, deadline, errclass.Transport},
+		"own bound fired, grpc deadline":        {ownBound, status.Error(codes.DeadlineExceeded, "x"), errclass.Transport},
+		"own bound fired, then caller canceled": {ownThenShutdown, deadline, errclass.Transport},
+		"own bound wrapped in the cause":        {wrapped, deadline, errclass.Transport},
+		"own bound not yet fired":               {live, deadline, errclass.Transport},
+		"caller deadline first":                 {callerFirstChild, deadline, errclass.Canceled},
+		"caller deadline without a bound":       {callerFirst, deadline, errclass.Canceled},
+		"shutdown first":                        {shutdownChild, deadline, errclass.Canceled},
+		"own bound fired, canceled error":       {ownBound, context.Canceled, errclass.Canceled},
+		"own bound fired, an answer":            {ownBound, status.Error(codes.NotFound, "x"), errclass.NotFound},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, errclass.Of(tc.ctx, tc.err)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 var errDomain = errors.New("tenant suspended")
 
 func TestUserClassifiersFirst(t *testing.T) {

@@ -27,6 +27,14 @@ func Example() {
 	cancel()
 	fmt.Println(errclass.Of(done, fmt.Errorf("describe: %w", context.DeadlineExceeded)))
 
+	// A per-call bound that carries ErrCallTimeout as its cause and fired
+	// first: the client did not answer in time, even if the caller is done
+	// by now.
+	call, cancelCall := context.WithTimeoutCause(ctx, 0, errclass.ErrCallTimeout)
+	defer cancelCall()
+	<-call.Done()
+	fmt.Println(errclass.Of(call, fmt.Errorf("describe: %w", context.DeadlineExceeded)))
+
 	// User rules run first.
 	c := errclass.New(func(_ context.Context, err error) (errclass.Class, bool) {
 		if errors.Is(err, errQuota) {
@@ -38,5 +46,6 @@ func Example() {
 	// Output:
 	// Transport
 	// Canceled
+	// Transport
 	// Throttled
 }

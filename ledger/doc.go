@@ -1,47 +1,62 @@
 // Package ledger keeps write-ahead cleanup records: one per owner object that
-// creates something outside the cluster, written before the create, holding
-// no secret, and removed only after the external delete is confirmed in the
-// deployment the resources were created in.
+// creates something outside the cluster, written before the create, signed
+// with the operator's key, holding no secret, and removed only after the
+// deployment the resources were created in says, from inside, that none
+// remains.
 //
 // # Guarantees
 //
 //   - No record, no create. Ledger.Create writes (or refreshes) the record
 //     and calls the caller's create function only if that write succeeded;
 //     a failed write returns ErrRecordWrite and nothing external happens.
-//   - No duplicate after a lost answer. Before creating, Create looks for
-//     resources already carrying the owner's ownership tag (Tag) and adopts
-//     them, so a crash between the external create and recording its IDs is
-//     resolved by the next reconcile without a human.
-//   - Identity from the service, never from users. Create, Observe and
-//     Cleanup read the deployment identity from the connection (Identifier)
-//     themselves; no API takes a deployment name from the caller.
+//   - No duplicate after a lost answer. The proof before the write lists
+//     what already carries the owner's ownership tag (Tag); Create adopts
+//     it instead of creating, so a crash between the external create and
+//     recording its IDs is resolved by the next reconcile without a human.
+//   - Identity from the service, proven, never claimed. A connection proves
+//     its deployment by answering a fresh Question from inside the service
+//     (Prover, Respond): the answer is a hash over the deployment's token,
+//     the challenge, the deployment's own identity and the IDs carrying the
+//     tag. The token is derived from the operator's Key and a salt
+//     (Key.Token); the service holds it (enrolled once, the only time it
+//     crosses the wire), records hold only the salt. No API takes a
+//     deployment name from the caller.
 //   - One deployment per record. Create and Observe refuse (ErrNotProven) a
 //     connection that does not prove the record's deployment, including for
-//     a record that has no IDs yet (seed follow-up 7): what exists in the
-//     old deployment must be cleaned up there first.
-//   - Newer attempt, rewritten record. Observe rewrites the record when the
-//     attempt time is newer than the recorded one even if the IDs did not
-//     change (seed follow-up 9), so a settle window never counts from an
-//     older attempt. IDs are only ever added. Create stamps the attempt
-//     time in the write before the external create, which is that rewrite
-//     for its own attempt: the write after the create only adds IDs.
-//   - Declared IDs. CreateDeclared puts IDs the caller knows before the
-//     create into that same write, so a create returning exactly them needs
-//     no second write (a Role's lifecycle: two record writes, not three);
-//     an ID the create returns that was not declared is still recorded
-//     after it. A declared ID whose create never succeeded stays recorded
-//     (IDs are only ever added, and a create whose answer was lost may have
-//     made it), so declare only IDs whose Delete checks the ownership tag:
-//     deleting one that does not exist is success.
-//   - Confirmed delete, then removal. Cleanup proves the deployment, deletes
-//     every recorded ID and every tagged resource, proves the deployment again
-//     (the proof and the deletes are separate requests that may reach
-//     different backends during a switch, seed follow-up 6), checks that no
-//     tagged resource remains, and only then removes the record, conditional
-//     on its resourceVersion.
-//   - Invalid records are left alone: a record that does not decode, has an
-//     unknown schema version, or was edited into an inconsistent state
-//     (ErrInvalidRecord) is never acted on and never removed by this package.
+//     a record that has no IDs yet: what exists in the old deployment must be
+//     cleaned up there first. The error says which part differs (the
+//     deployment, its sentinel, or an answer that does not verify).
+//   - Authenticated records. Every record carries an HMAC over all its
+//     fields under the operator's key. A record that does not verify
+//     (ErrUnauthenticated, which is an ErrInvalidRecord) was edited, forged,
+//     or written by another installation: it is reported and never acted on
+//     or removed by this package.
+//   - The policy travels with the record. Plan.Policy (Delete or Retain) is
+//     written with the record and kept up to date (Ensure), so the sweeper
+//     knows to keep a Retain owner's resources; Plan.Via names the
+//     connection object the resources were created through, the one
+//     connection besides an admin's that the sweeper may use.
+//   - Lost records are written again. Ensure, called for a live owner whose
+//     resources exist, writes a record that vanished out of band (after a
+//     proof), and updates policy and connection when they changed.
+//   - Adoption across UIDs. Adopt moves a record to an object of the same
+//     kind, namespace and name with another UID (a restore, a GitOps
+//     rebuild), after a proof, retagging every resource before removing the
+//     old record.
+//   - Newer attempt, rewritten record; clocks never run back. The attempt
+//     time is set in the write before the create, and a replica whose clock
+//     is behind the recorded attempt keeps it rather than moving it back.
+//   - Declared IDs. Plan.Declared puts IDs the caller knows before the create
+//     into that same write, so a create returning exactly them needs no
+//     second write, and a create interrupted before it could tag anything
+//     still leaves its name recorded. Declare only IDs whose Delete checks
+//     the tag.
+//   - Confirmed delete, then removal. Cleanup proves the deployment (and
+//     learns what carries the tag), deletes every recorded ID and every
+//     tagged resource, proves again with a fresh challenge, whose answer
+//     must list nothing carrying the tag (the deletes may have gone
+//     elsewhere: a switch-over, a proxy splicing the session), and only then
+//     removes the record, conditional on its resourceVersion.
 //
 // # Records
 //
@@ -50,13 +65,15 @@
 // all is an error rather than a silent default), never in the owner's: a
 // terminating namespace refuses new objects and a namespace deletion would
 // take the record with it. The ConfigMap is named finale-cleanup-<owner uid>
-// and labelled finale.dev/cleanup-record=v1, finale.dev/kind=<lower-case kind>
-// and finale.dev/deployment=<DeploymentLabel>. Its data has one key per field
-// (schema version, owner apiVersion/kind/namespace/name/uid, deployment,
-// deployment proof, tag, external IDs as a JSON array, created-at, last
-// create attempt), so an admin can read it with kubectl. Updates are
-// conditional on resourceVersion. Store is a four-method interface so that a
-// CRD-backed store can follow.
+// and labelled finale.dev/cleanup-record=v2 (List selects on the label
+// whatever its value, so a record of an older layout is reported as
+// invalid rather than missed), finale.dev/kind=<lower-case kind> and
+// finale.dev/deployment=<DeploymentLabel>. Its data has one key per field
+// (schema version, owner apiVersion/kind/namespace/name/uid, deletion
+// policy, connection, deployment, salt, tag, external IDs as a JSON array,
+// created-at, last create attempt, MAC), so an admin can read it with
+// kubectl. Updates are conditional on resourceVersion. Store is a
+// four-method interface so that a CRD-backed store can follow.
 //
 // Writes read only when they must. The write before a create first tries
 // to create the record (conditional on there being none: AlreadyExists is a
@@ -64,32 +81,30 @@
 // starts from the version the first write returned and reads only after a
 // conflict. A record changed meanwhile is therefore never overwritten: its
 // newer version makes the conditional write fail, and the retry reads it.
-// Cleanup still reads the record first, because the recorded IDs are what
-// it must delete.
 //
-// The ownership tag is "finale:<lower-case kind>:<owner uid>". It is
-// deterministic (a retry computes the same tag) and unique to the object (it
-// contains the UID, so a recreated object with the same name gets another).
-// Deletion by tag never uses a user-chosen name.
+// The ownership tag is "finale:<lower-case kind>:<owner uid>" (ParseTag
+// reads it back). It is deterministic (a retry computes the same tag) and
+// unique to the object (it contains the UID, so a recreated object with the
+// same name gets another). Deletion by tag never uses a user-chosen name.
 //
-// # Deployment proof
+// # The operator key
 //
-// A connection's Identity is a deployment ID plus a proof token that only the
-// genuine deployment holds (for example a sentinel row the operator created
-// there on first contact). A record stores the deployment ID and Commit, a
-// SHA-256 commitment to ID and token, never the token: reading records does
-// not let anyone impersonate the deployment. See package sweep for the threat
-// model.
+// LoadKey reads the key from a Secret in the operator's namespace, creating
+// it on first start. It signs records and derives sentinel tokens; losing it
+// makes every record unverifiable and every deployment unproven, which is
+// safe (nothing is deleted, everything is reported) but needs a human:
+// back it up with the records. Key.ID names it in sentinels, so two
+// installations sharing a service keep separate ones.
 //
 // # Secrets
 //
-// A record holds kind, owner UID, namespace/name, deployment ID, the
-// commitment, the tag, external IDs and two times; nothing read from a Secret
-// and not the proof token. Identity.String redacts the token.
+// A record holds kind, owner UID, namespace/name, policy, the connection
+// object's name and UID, deployment ID, salt, tag, external IDs, two times
+// and the MAC: nothing read from a Secret, not the token, not the key.
 //
 // # Access
 //
-// Only the operator's ServiceAccount may write the record ConfigMaps: see
-// config/rbac (a Role and RoleBinding in the operator's namespace; the
-// user-facing ClusterRole grants nothing on ConfigMaps).
+// Only the operator's ServiceAccount may write the record ConfigMaps and
+// read the key Secret: see config/rbac (a Role and RoleBinding in the
+// operator's namespace; the user-facing ClusterRole grants nothing there).
 package ledger

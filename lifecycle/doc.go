@@ -1,8 +1,28 @@
 // Package lifecycle is the composition users adopt: a controller-runtime
 // reconciler for one managed kind whose resources live in an external
-// service, given a small Adapter (connect, identify, observe, create,
-// update, delete). The reconciler, not the adapter, owns the order that
-// makes finale's guarantees hold.
+// service, given a small Adapter (connect, prove, observe, create, update,
+// delete). The reconciler, not the adapter, owns the order that makes
+// finale's guarantees hold.
+//
+// # Adopting it
+//
+// New checks the configuration once: the status convention of the kind
+// (Status.Conditions, Status.ObservedGeneration, an optional
+// Spec.DeletionPolicy that is a string, a string type or a pointer to
+// either), a Scheme that knows the kind, and the guarantees. Ledger, Hold
+// and Watchdog are each required unless Options.Skip names it
+// (SkipLedger, SkipHold, SkipWatchdog, or Unprotected for all three): an
+// unprotected build is a choice written in the code, never an accident of
+// a nil field. With a Hold, the hold must wait for exactly Options.Finalizer
+// on this kind, or New refuses: a mismatch used to strand namespace
+// deletions with the objects still Ready.
+//
+// SetupWithManager registers the kind with every watch its guarantees need:
+// the kind itself; with a Hold, the hold's own controllers (once), the
+// parent kind (a parent that appears or becomes held wakes its dependents)
+// and the parents' credential Secrets (metadata only: a Secret that appears
+// wakes the dependents of every parent naming it). SweepTargets gives the
+// sweeper the connections a record of this kind may be swept through.
 //
 // # What it guarantees
 //
@@ -10,76 +30,90 @@
 //
 //  1. the cleanup finalizer is added before anything else (Cluster API's
 //     rule), so no external create can outrun the cleanup that undoes it;
+//     the AnnotationUID annotation, tying the object to its UID, goes in
+//     the same write;
 //  2. with a hold, nothing is created until the parent (the connection
-//     object) carries its hold, so the parent and its credential Secret
-//     outlive this object's cleanup;
+//     object) carries its hold, confirmed by a live read right before the
+//     create, so the parent and its credential Secret outlive this object's
+//     cleanup;
 //  3. every external call runs inside Pool.Do (a *clientpool.Pool), so a
 //     broken client is evicted on every path, deletion included;
 //  4. the resources carrying the object's ownership tag (ledger.Tag: kind and
-//     UID) are observed first; when there are none, the deployment identity
-//     is read live and the cleanup record is written (ledger.Create) before
-//     Adapter.Create is called: no record, no create;
+//     UID) are observed first; when there are none, the object is read live
+//     (a stale cache must not create what a finished deletion will never
+//     see), the deployment proves itself and the cleanup record is written
+//     (ledger.Create) before Adapter.Create is called: no record, no create;
 //  5. a create whose outcome was lost (a crash, a timeout, a failed write of
 //     the ID) is resolved on the next reconcile by the tag: adopted and
-//     recorded, never created twice, never left to a human (the answer to
-//     crossplane-runtime#340).
+//     recorded, never created twice, never left to a human.
 //
-// Deletion: the external delete, then confirmation (the ledger proves the
-// deployment again and looks for the tag again; without a record the tag is
-// looked for again), then the record is removed, then the finalizer, last.
-// Every attempt is reported to the watchdog. While the parent is deleting
-// and held, each pass is bounded by the hold end and retried within it; once
-// the hold is over the object is released without the delete, counted and
-// evented by the hold, and its record stays for the sweeper. A per-object
-// DeletionPolicy (Spec.DeletionPolicy) of Retain keeps the external resource
-// and its tag and removes the record, so the sweeper never deletes it.
+// A steady object's record is checked every VerifyInterval: one that
+// vanished out of band is written again (with a Warning Event), and the
+// record follows the spec's deletion policy and the parent's UID.
+//
+// Deletion: an object with no record that never became Ready created
+// nothing and goes at once (NothingCreated). Otherwise the external delete,
+// then confirmation (the ledger proves the deployment again from inside and
+// asks what still carries the tag), then the record is removed, then the
+// finalizer, last. Every attempt is reported to the watchdog. While the
+// parent is deleting and held, each pass is bounded by the hold end and
+// retried within it with a per-object backoff capped there. Once the hold
+// is over the delete is still tried once more while the parent is there (an
+// operator that was down past the hold); only if that fails is the object
+// released without the delete, counted, evented on the object and on its
+// record (its namespace may refuse Events), logged, and its record left for
+// the sweeper. A DeletionPolicy of Retain keeps the external resource and
+// its tag and removes the record.
+//
+// Restore and migration: an object whose AnnotationUID names another UID
+// (restored from a backup, which keeps annotations but not UIDs; or written
+// so in a GitOps manifest) adopts that UID's record and resources, when the
+// record is of the same kind, namespace and name and its deployment is the
+// one this object's connection proves (an adapter implementing Retagger
+// moves the resources to the new tag). Nothing is created while a claim is
+// unresolved; a claim that cannot be honoured is AdoptionRefused.
 //
 // Status: Ready and Synced conditions with constant reasons and messages
-// that say what to do, observedGeneration, and Events only when a condition
-// changes status or reason, so a steady object costs no API writes. Errors
-// the user must resolve (NeedsAction: a database in use, a role that still
-// owns objects, a name someone else owns) are put in Synced and retried at
-// Options.RetryInterval; nothing is forced.
+// that say what to do, observedGeneration, and Events on transitions into a
+// failure plus Created (or Adopted): one Event per happy lifecycle, so a
+// steady object costs no API writes. Condition messages and Events carry
+// the error class, never the error's text (a dial error tells whoever reads
+// the status what answers where); the text goes to the operator's log.
+// Errors the user must resolve (NeedsAction: a database in use, a role that
+// still owns objects, a name someone else owns) are put in Synced and
+// retried at Options.RetryInterval; nothing is forced. Every other failure
+// is returned to the workqueue, whose rate limiter (DefaultRateLimiter: one
+// second doubling to five minutes per object) backs off and counts it.
 //
 // # Decisions
 //
-//   - Status is found by convention (Status.Conditions, Status.ObservedGeneration,
-//     Spec.DeletionPolicy), checked once in New, so that an adapter is only
-//     the external service's verbs.
-//   - The guarantees are Options (Ledger, Hold, Watchdog, and the pool's
-//     eviction policy): leaving them nil builds the "naive" operator used by
-//     the benchmarks and fault scenarios. That is their only purpose.
+//   - Status is found by convention, checked once in New, so that an
+//     adapter is only the external service's verbs.
 //   - The record's external IDs are written once the create answers (one
 //     more write); deletion also deletes whatever still carries the tag, so
 //     a lost ID write never leaks. An adapter that implements Declarer (its
 //     ID is known before the create, a spec name say) has the ID written
 //     with the record before the create instead, and the write after the
-//     create happens only when the create returns another ID
-//     (ledger.Ledger.CreateDeclared): a Role lifecycle then costs two record
-//     writes, create and delete, instead of three. The declared ID must be
-//     safe to delete when the create never made it: Delete checks the tag.
-//   - An adapter that implements TagFinder answers the ledger's lookups by
-//     tag (after the record write, before and after a delete) without
-//     Observe's comparison with the spec, one external read fewer each.
+//     create happens only when the create returns another ID: a lifecycle
+//     then costs two record writes, create and delete, instead of three.
+//   - The adapter's Delete gets an ID and the tag, not the object: the
+//     sweeper calls the same verbs for owners that are gone
+//     (SweepTargets).
 //   - A reconcile that reads a version its own last write replaced (a
 //     cache that has not yet seen the write) does nothing: the write's
-//     watch event brings the fresh version. Acting on it would write the
-//     status again and announce the resource just created as adopted.
+//     watch event brings the fresh version.
 //   - A new object waiting for its parent's hold, which usually comes
 //     within moments, gets no condition (and no write) for the first
 //     RetryInterval; a longer wait is reported as WaitingForParentHold.
-//   - Cost, measured by examples/postgres/bench (`finale bench`: 1,000
-//     Roles created then deleted, each build twice): API writes per
-//     lifecycle 5 with the guarantees against 3 without, the record's
-//     create and delete; wall time 1.10x-1.16x the naive build's on a
-//     shared 2-core machine, where wall time follows CPU. The ledger
-//     remembers the records it wrote, so the cleanup reads none first.
+//   - Cost, measured by examples/postgres/bench (`finale bench`).
 //
 // # Threat model
 //
-// The ownership tag is what makes adoption safe: a resource with the
-// object's name but without its tag belongs to someone else and must be
-// refused by Observe or Create (NeedsAction), never adopted or deleted. The
-// deployment identity comes from the service, never from the spec, so a
-// record cannot be pointed at another deployment by a user.
+// The ownership tag is what makes adoption of a lost create safe: a
+// resource with the object's name but without its tag belongs to someone
+// else and must be refused by Observe or Create (NeedsAction), never adopted
+// or deleted. The deployment identity comes from the service, proven, never
+// from the spec. Adoption across UIDs needs the same kind, namespace and
+// name (a namespace is a tenancy boundary) and a connection that proves the
+// record's deployment. See SECURITY.md and package sweep.
 package lifecycle

@@ -5,17 +5,23 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/internal/pgtarget"
 	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -412,5 +418,141 @@ func TestStatusWriteKeepsOtherWritersConditions(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, lifecycle.ConditionReady); c == nil || c.ObservedGeneration != got.Generation || got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("this reconcile's status was not written on the fresh copy: generation %d, status %+v", got.Generation, got.Status)
+	}
+}
+
+// A Ready object whose record vanished out of band (its namespace
+// reinstalled, an admin's mistake) gets it written again at its next
+// reconcile after VerifyInterval, so a later release cannot leak silently.
+func TestLostRecordIsWrittenAgain(t *testing.T) {
+	e := newEnv(t, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Clock: clk})
+	w := e.widget("a", "")
+	reconcileOnce(t, r, w)
+	uid := e.get(w).UID
+	if err := e.c.Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.store.Namespace(), Name: ledger.ConfigMapName(uid)}}); err != nil {
+		t.Fatal(err)
+	}
+	e.events.take()
+	reconcileOnce(t, r, w)
+	if e.record(uid) != nil {
+		t.Fatal("record back before VerifyInterval: the steady path reads it every reconcile")
+	}
+	clk.Step(lifecycle.DefaultVerifyInterval + time.Second)
+	reconcileOnce(t, r, w)
+	rec := e.record(uid)
+	if rec == nil {
+		t.Fatal("record not written again")
+	}
+	if diff := cmp.Diff([]string{w.Spec.RoleName}, rec.ExternalIDs); diff != "" {
+		t.Errorf("re-written IDs (-want +got):\n%s", diff)
+	}
+	if !slices.Contains(e.events.take(), event{"Warning", lifecycle.ReasonRecordRecreated}) {
+		t.Error("no Warning Event for the lost record")
+	}
+}
+
+// The deletion policy travels with the record and follows the spec: a
+// Delete object edited to Retain has a Retain record, so the sweeper would
+// keep its resource too.
+func TestPolicyFollowsTheSpec(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led})
+	w := e.widget("a", "")
+	reconcileOnce(t, r, w)
+	if rec := e.record(e.get(w).UID); rec == nil || rec.Policy != lifecycle.PolicyDelete {
+		t.Fatalf("record %+v, want policy Delete", rec)
+	}
+	live := e.get(w)
+	live.Spec.DeletionPolicy = string(lifecycle.PolicyRetain)
+	if err := e.c.Update(t.Context(), live); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, w)
+	if rec := e.record(live.UID); rec == nil || rec.Policy != lifecycle.PolicyRetain {
+		t.Fatalf("record %+v after the spec changed to Retain, want policy Retain", rec)
+	}
+}
+
+// An object that never created anything (its connection points at a
+// closed port, or at nothing) has no record: its deletion is immediate,
+// waits for no hold and says so.
+func TestNothingCreatedDeletesAtOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	closed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "closed", Finalizers: []string{hold.Finalizer}},
+		Data: map[string]string{"dsn": "postgres://nobody:nothing@127.0.0.1:1/postgres?sslmode=disable&connect_timeout=2"}}
+	if err := e.c.Create(t.Context(), closed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		closed.Finalizers = nil
+		_ = e.c.Update(context.WithoutCancel(t.Context()), closed)
+	})
+	r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: newHold(t, e, clk), Clock: clk})
+	var ws []*Widget
+	for name, parent := range map[string]string{"closed-port": "closed", "no-connection": "no-such-connection"} {
+		w := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}, Spec: WidgetSpec{Parent: parent, RoleName: pgtarget.RandomName("w_")}}
+		w.SetGroupVersionKind(widgetGV.WithKind("Widget"))
+		if err := e.c.Create(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+		_, _ = r.Reconcile(t.Context(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(w)})
+		if e.record(e.get(w).UID) != nil {
+			t.Fatalf("%s: a record although nothing was reached", name)
+		}
+	}
+	for _, w := range ws {
+		if err := e.c.Delete(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		e.events.take()
+		reconcileOnce(t, r, w)
+		if err := waitGone(t, e, w); err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		if !slices.Contains(e.events.take(), event{"Normal", lifecycle.ReasonNothingCreated}) {
+			t.Errorf("%s: no NothingCreated Event", w.Name)
+		}
+	}
+}
+
+// heldParent makes the adapter's parent look held, as a stale cache would
+// after the hold was released.
+type heldParent struct {
+	lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target]
+}
+
+func (h heldParent) Connect(ctx context.Context, w *Widget) (lifecycle.Connection[string], error) {
+	c, err := h.AdapterFuncs.Connect(ctx, w)
+	if c.Parent != nil {
+		c.Parent.SetFinalizers(append(c.Parent.GetFinalizers(), hold.Finalizer))
+	}
+	return c, err
+}
+
+// The parent's hold is confirmed live before a create: a cached copy that
+// still shows the hold is not enough.
+func TestParentHoldConfirmedLiveBeforeCreate(t *testing.T) {
+	e := newEnv(t, nil)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := heldParent{e.adapter().(lifecycle.AdapterFuncs[*Widget, string, *pgtarget.Target])}
+	r, err := lifecycle.New(e.c, func() *Widget { return &Widget{} }, lifecycle.Adapter[*Widget, string, *pgtarget.Target](a), e.pool, lifecycle.Options{
+		Finalizer: finalizer, Scheme: e.c.Scheme(), Ledger: e.led, Hold: newHold(t, e, clk), Clock: clk, Skip: lifecycle.SkipWatchdog,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := e.widget("a", "")
+	reconcileOnce(t, r, w)
+	if e.creates.Load() != 0 {
+		t.Fatal("created although the live parent carries no hold")
+	}
+	e.holdParent()
+	reconcileOnce(t, r, w)
+	if e.creates.Load() != 1 {
+		t.Fatal("not created once the live parent is held")
 	}
 }

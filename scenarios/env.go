@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -223,8 +225,12 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 			HoldTimeout:      holdTimeout,
 			CallTimeout:      callTimeout,
 			RetryInterval:    retryInterval,
-			Workers:          2,
-			PoolName:         "scenarios",
+			// The invariants' bounds are tens of seconds: retries stay
+			// within seconds here (production backs off to minutes, which
+			// examples/postgres/bench measures).
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, 5*time.Second),
+			Workers:     2,
+			PoolName:    "scenarios",
 		},
 	})
 	if err != nil {
@@ -329,10 +335,31 @@ func (w *world) waitReady(ctx context.Context, timeout time.Duration, objs ...cl
 			return ready(o), nil
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("%w; conditions: %s", err, conditionsOf(o))
 		}
 	}
 	return nil
+}
+
+// conditionsOf says where an object that is not Ready stands.
+func conditionsOf(o client.Object) string {
+	var cs []metav1.Condition
+	switch o := o.(type) {
+	case *v1alpha1.Role:
+		cs = o.Status.Conditions
+	case *v1alpha1.Database:
+		cs = o.Status.Conditions
+	case *v1alpha1.Server:
+		cs = o.Status.Conditions
+	}
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func ready(o client.Object) bool {

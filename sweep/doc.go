@@ -1,98 +1,134 @@
 // Package sweep finishes the cleanup of ledger records whose owner is gone:
 // the owner's namespace was deleted with the operator down, a finalizer was
 // removed by hand, a deletion hold timed out. It deletes by exact identity
-// only, through a connection that proves it reaches the record's deployment,
-// and removes a record only after that deployment confirmed the delete. What
-// it cannot reach stays, counted and reported.
+// only, through a connection it is allowed to use that proves, from inside
+// the service, that it reaches the record's deployment, and removes a record
+// only once that deployment says nothing of the owner's remains. What it
+// cannot reach stays, counted and reported.
+//
+// # The invariant
+//
+// A record is removed only when its resources were deleted, or proven
+// absent, in the very deployment where they were created: not in a copy of
+// it, not through a connection an attacker controls, not on the word of a
+// record somebody edited. Every doubt ends in the record kept and reported
+// (an Event on the record, a metric, the log, `finale audit`), never in a
+// removal. A resource whose owner's deletion policy is Retain is never
+// deleted at all.
 //
 // # How a record is decided
 //
 // A Sweeper is a controller-runtime Runnable that runs only on the leader
 // (two sweepers would race on the same deletes). Each pass lists the records
-// in pages (Options.PageSize) and handles them with bounded concurrency
+// in pages (Options.PageSize) through the operator's ledger, which
+// authenticates them, and handles them with bounded concurrency
 // (Options.Workers). Per record:
 //
-//  1. A record that does not decode or is inconsistent is Invalid: reported
-//     (metric, a Warning Event once, a log line) and never acted on or
-//     deleted.
-//  2. The owner is looked up by namespace/name as PartialObjectMetadata
-//     through Options.Owners (the manager's cache: no GET per record) and its
-//     UID compared: found with the record's UID is Waiting. Not found, or
-//     found with another UID (recreated with the same name), means gone; the
-//     recreated object and its own record are not touched. A lookup error is
-//     not "gone".
-//  3. Gone, but the last create attempt is younger than the settle window
-//     (Options.Settle, default 5 minutes, on the injected clock) is Settling:
-//     an owner created a moment ago may not be in the cache yet.
-//  4. Otherwise the sweeper looks for a connection (Options.Targets) whose
-//     identity proves the record's deployment and hands the record to
-//     ledger.Cleanup, which proves the deployment again live, deletes the
-//     recorded IDs and the resources carrying the record's tag, proves the
-//     deployment once more after the deletes, and removes the record
-//     conditionally. The proof comes first, before any shortcut for a record
-//     without IDs.
-//  5. No proving connection, or a failed cleanup, is Unreachable: the record
-//     stays; a Warning Event (once per transition) and a log line tell an
-//     admin which IDs and tag to delete by hand in which deployment and the
-//     kubectl command that removes the record afterwards. Failing records
-//     back off per record (Options.Interval doubling up to
-//     Options.MaxBackoff).
+//  1. A record that does not decode, is inconsistent, or whose MAC does not
+//     verify with the operator's key is Invalid: reported (metric, a Warning
+//     Event once, a log line) and never acted on or deleted.
+//  2. The owner is looked up by namespace/name through Options.Owners (the
+//     cache) and its UID compared. The record is authenticated, and an
+//     object's namespace and name never change, so this finds the owner by
+//     its UID. Found with the record's UID: Waiting. "Gone" from the cache is
+//     confirmed with a live read (Options.Live) before anything else: a
+//     cache may lag. A lookup error is not "gone".
+//  3. Gone, but an object of the same kind, namespace and name exists (with
+//     another UID: a restore, a GitOps rebuild): Adoptable. That object may
+//     adopt the record (lifecycle's AnnotationUID), so nothing is deleted
+//     while it exists.
+//  4. Gone, but the last create attempt is younger than the settle window
+//     plus the tolerated clock skew (Options.Settle, Options.MaxClockSkew;
+//     the attempt was stamped by another replica's clock): Settling.
+//  5. Gone and settled with policy Retain: the record is forgotten without
+//     deleting anything, counted (finale_sweep_retained_total) and reported
+//     with the IDs that stay.
+//  6. Otherwise the sweeper asks Options.Targets for the connections this
+//     record may use, in order: the connection object the record was
+//     created through (Record.Via), if it still exists with the same UID,
+//     then connections an admin designated. It hands the record to
+//     ledger.Cleanup through the first that proves the deployment:
+//     a proof before, the deletes, a proof after whose answer must say
+//     nothing carries the tag, then a conditional removal. The log line and
+//     the Event name the connection used.
+//  7. No allowed connection, or a failed cleanup, is Unreachable: the
+//     record stays; a Warning Event (once per transition) and a log line
+//     tell an admin which connections were tried, which IDs and tag to
+//     delete by hand in which deployment, and the kubectl command that
+//     removes the record afterwards. Failing records back off per record
+//     (Options.Interval doubling up to Options.MaxBackoff).
 //
 // Metrics (controller-runtime's registry): finale_sweep_records{state}
-// (waiting, settling, unreachable, invalid), finale_sweep_deleted_total,
-// finale_sweep_records_removed_total (dropped after confirmation),
+// (waiting, settling, adoptable, unreachable, invalid),
+// finale_sweep_deleted_total, finale_sweep_records_removed_total (dropped
+// after confirmation), finale_sweep_retained_total,
 // finale_sweep_errors_total{class} (errclass classes) and
 // finale_sweep_pass_duration_seconds.
 //
-// # Threat model: who can make a record disappear
+// # Threat model: who can make a record disappear, or a resource
 //
-// A record is the only memory that something exists in an external
-// deployment. Losing it leaks; the sweeper must therefore never drop a record
-// unless the deployment that holds the resources says they are gone.
+// Assets: the records; the external resources; the operator key (a Secret
+// in the operator's namespace: it signs records and derives the tokens
+// deployments hold); each deployment's sentinel token.
 //
-// Assets: the records; the external resources; the deployment's proof token.
-//
-// Actors and what they can do:
-//
-//   - A user who can create namespaces and connection objects, and can point
-//     a connection at a server they run. That server can claim any
-//     deployment ID (IDs are not secret: they are in records, Events and
-//     logs) and answer every delete with "not found" (seed follow-up 8).
-//     Defence: identity is not a claim but a proof. On first contact the
-//     operator has the service create a sentinel holding a random token
-//     (at least 16 bytes); records hold only Commit(deployment, token), a
-//     SHA-256 commitment. To act, the sweeper asks the connection for the
-//     token and checks it against the commitment. A spoofing server cannot
-//     produce it: the commitment is not the token, and hashing is one-way.
-//     The sweeper never sends the token anywhere, so talking to a spoofing
-//     server leaks nothing to it. Result: the record stays, Unreachable.
-//   - A user who can read records (they are ConfigMaps): learns deployment
-//     IDs, tags, IDs and commitments, none of which is a credential or lets
-//     them forge a proof.
-//   - A user who could write records could delete them outright; that is why
-//     only the operator's ServiceAccount can write them (config/rbac).
-//   - A backend switch during a rolling update (seed follow-up 6): the proof
-//     and the delete are separate requests. The proof is repeated after the
-//     deletes, and the record is kept if it fails; then every tagged
-//     resource must be gone, asked after that second proof. Residual risk: a
-//     switch away and back (A, B, A) between the two proofs, with a resource
-//     known only by its ID (untagged), could lose that resource's delete.
-//     Tag every resource to close it.
+//   - A tenant who points a connection at a server they run. That server can
+//     claim any deployment ID and salt (they are in records) and answer
+//     every delete with "not found". Defence: a proof is a fresh challenge
+//     the deployment answers with a hash computed over its token, the
+//     challenge, its own identity and the IDs carrying the tag, inside the
+//     service (ledger.Respond; for PostgreSQL one SQL statement). Without
+//     the token no answer verifies, and an old answer does not answer a new
+//     challenge. Result: Unreachable, nothing removed.
+//   - A copy of the deployment (a restored backup, a staging copy, a
+//     promoted replica) has the same identity and the same token: it can
+//     answer. Defence: the sweeper never picks "any connection that proves
+//     the deployment". It uses the connection the record was created
+//     through, while that object exists with its UID, and connections an
+//     admin designated (for the reference operator: Servers in the
+//     operator's own namespace, and --sweep-servers). A tenant cannot add
+//     either. The same rule stops one tenant's Server, or credentials, being
+//     borrowed to clean up another's records.
+//   - A proxy in the network path that relays the login and the proofs and
+//     splices the deletes onto another server, with sslmode disable or
+//     require (which checks no certificate). Defence: the second proof is
+//     computed inside the genuine deployment over what still carries the
+//     tag, and the proxy cannot alter that list without the response
+//     failing; deletes sent elsewhere are seen as not done. The token
+//     crosses the wire once, when the sentinel is enrolled; never in a
+//     proof. Use verify-full for the enrolment to close that window.
+//   - Whoever can write the records namespace (RBAC limits it to the
+//     operator) could edit a record to name another owner, another tag, a
+//     victim's resource, or the Retain policy away. Defence: every record is
+//     signed with the operator key (HMAC-SHA256 over every field); the
+//     sweeper refuses a record it did not write, reports it and deletes
+//     nothing. Deletes pass the record's tag, and an adapter's Delete
+//     removes only a resource carrying it. Residual: such a writer can still
+//     delete a record (a leak, not a wrong delete) or put back an older,
+//     genuinely signed one; and one who can also read the key Secret can
+//     forge records. Keep the key's Secret readable by the operator only.
+//   - A backend switch during a rolling update: the first proof and the
+//     deletes are separate requests; the second proof, after them, must say
+//     the tag is gone, from the deployment the record names.
 //   - Someone with read access to the sentinel inside the genuine deployment
-//     can forge the proof elsewhere. They can already delete the resources
-//     in that deployment directly, so this gives them nothing new; protect
-//     the sentinel like the service's admin credentials.
+//     can answer for it elsewhere; they can already delete the resources
+//     there directly. A connection that talks to the copy they run still
+//     has to be one the sweeper may use.
+//   - A new UID for an old name (restore, GitOps): the records of the old UID
+//     stay Adoptable while the namesake exists and are adopted explicitly
+//     (lifecycle.AnnotationUID), after the namesake's own connection proves
+//     the deployment; an object in another namespace cannot adopt.
 //
-// Why not a TLS key fingerprint: it identifies an endpoint, not the data the
-// resources live in. It changes on certificate rotation (locking out the
-// genuine deployment), is shared by every database behind one proxy or load
-// balancer (accepting the wrong deployment), and does not exist for
-// plaintext or SDK-mediated services. The sentinel lives in the same data as
-// the resources, which is exactly what "the same deployment" means; it
-// survives re-hosting, and a restore from before the sentinel existed fails
-// closed (records stay Unreachable, reported) rather than open.
+// Why not a TLS key fingerprint as the identity: it identifies an endpoint,
+// not the data the resources live in; it changes on rotation, is shared
+// behind proxies and load balancers, and does not exist for plaintext or
+// SDK-mediated services. A verified TLS connection (verify-full) is still
+// worth having: it closes the enrolment window and makes a splicing proxy
+// impossible rather than merely harmless.
 //
 // What the sweeper never does: delete by a user-chosen name; act on an owner
-// it could not look up; act before the settle window; remove a record
-// without a confirmed delete; touch an invalid record.
+// it could not look up, or on the cache's word alone; act before the settle
+// window; use a connection the record does not name and no admin
+// designated; remove a record without the deployment's own word that
+// nothing remains; touch an invalid or unsigned record; delete a Retain
+// owner's resources.
 package sweep

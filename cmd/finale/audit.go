@@ -42,6 +42,21 @@ import (
 // on, so that main can exit with a code of its own, distinct from failures.
 var errFindings = errors.New("audit found problems")
 
+// errPending marks an audit that found nothing to act on yet, but records
+// whose owner is gone and that are still within the settle window: the
+// sweeper may still clean them, or they become findings. It is not success:
+// an admin who runs the audit right after a namespace deletion must not
+// read "nothing leaked" while the outcome is still open.
+var errPending = errors.New("audit found pending records")
+
+// Exit statuses of finale audit (main maps the errors to them).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitFindings = 2
+	exitPending  = 3
+)
+
 // errReadOnly is what any write through the audit's record store gets: the
 // audit must never change the cluster it inspects.
 var errReadOnly = errors.New("finale audit is read-only")
@@ -64,9 +79,19 @@ const (
 	auditUsage = `usage: finale audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
 
 Read-only report on a live cluster: objects stuck in deletion, cleanup records
-whose owner is gone, and records the sweeper could not reach. Exits non-zero
-when an object has been deleting longer than --settle, a record is overdue or
-invalid, or the sweeper reported a record unreachable.
+whose owner is gone, and records the sweeper could not reach.
+
+exit status:
+  0  nothing found
+  1  the audit failed (bad flags, no cluster, a section could not be read)
+  2  findings to act on: an object deleting longer than --settle, a record
+     whose owner is gone for longer than --settle (overdue), an invalid
+     record, or a record the sweeper reported unreachable
+  3  no findings, but pending records: their owner is gone and they are
+     younger than --settle, so the sweeper may still clean them; run the
+     audit again once the window has passed (the report says when)
+Objects deleting for less than --settle are listed but do not change the
+exit status: a busy cluster always has some.
 
 flags:
 `
@@ -80,12 +105,14 @@ flags:
 	msgListFailed      = "%s not listed, its deleting objects are not checked: %v"
 	msgObjectRead      = "%s %s: could not read its conditions: %v"
 	msgNoRecordsNS     = "records namespace %s does not exist: no records can be there (wrong --records-namespace?)"
+	msgNoKey           = "records not authenticated (the operator key Secret %s/%s could not be read: %v): a record edited by hand is not detected by this audit; the sweeper refuses such records"
 	msgRecordsList     = "list cleanup records in %s: %w"
 	msgEventsList      = "list events in %s: %w"
 	msgOwnerUnknownFmt = "owner lookup failed: %v"
 	msgFindings        = "%w: %s"
 	msgSummary         = "%d stuck deletions, %d records (%d owner gone, %d overdue), %d unreachable"
 	msgSummaryInvalid  = ", %d invalid records"
+	msgSummaryPending  = ", %d pending records (owner gone less than %s ago: run again in %s)"
 )
 
 // Owner states of a cleanup record.
@@ -141,14 +168,23 @@ type condition struct {
 }
 
 type recordsSection struct {
-	Total        int             `json:"total"`
-	OwnerPresent int             `json:"ownerPresent"`
-	OwnerGone    int             `json:"ownerGone"`
-	OwnerUnknown int             `json:"ownerUnknown"`
-	Overdue      int             `json:"overdue"`
-	Gone         []goneRecord    `json:"gone"`
-	Unknown      []goneRecord    `json:"unknown,omitempty"`
-	Invalid      []invalidRecord `json:"invalid"`
+	Total        int `json:"total"`
+	OwnerPresent int `json:"ownerPresent"`
+	OwnerGone    int `json:"ownerGone"`
+	OwnerUnknown int `json:"ownerUnknown"`
+	Overdue      int `json:"overdue"`
+	// Pending: owner gone, still within the settle window (OwnerGone is
+	// Overdue plus Pending).
+	Pending int `json:"pending"`
+	// Retained: owner gone, deletion policy Retain: the sweeper forgets the
+	// record and deletes nothing.
+	Retained int `json:"retained"`
+	// Authenticated: the records were checked against the operator key;
+	// false when the audit could not read the key Secret.
+	Authenticated bool            `json:"authenticated"`
+	Gone          []goneRecord    `json:"gone"`
+	Unknown       []goneRecord    `json:"unknown,omitempty"`
+	Invalid       []invalidRecord `json:"invalid"`
 }
 
 // owner is ledger.Owner with JSON names of the command's own, so that a
@@ -172,8 +208,12 @@ func (o owner) String() string {
 type goneRecord struct {
 	Record string `json:"record"`
 	Owner  owner  `json:"owner"`
-	// OwnerState is gone, recreated (same name, other UID) or unknown.
-	OwnerState  string `json:"ownerState"`
+	// OwnerState is gone, recreated (same name, other UID: the sweeper
+	// deletes nothing while it exists, and it may adopt the record) or
+	// unknown.
+	OwnerState string `json:"ownerState"`
+	// Policy is the owner's deletion policy as recorded.
+	Policy      string `json:"deletionPolicy"`
 	AgeSeconds  int64  `json:"ageSeconds"`
 	ExternalIDs int    `json:"externalIDs"`
 	Deployment  string `json:"deployment"`
@@ -207,12 +247,53 @@ func (r *report) findings() int {
 	return n
 }
 
+// recheckIn is how long until every pending record has passed the settle
+// window, and a new audit says for each whether it was swept or is overdue.
+func (r *report) recheckIn() time.Duration {
+	var in int64
+	for _, g := range r.Records.Gone {
+		if !g.Overdue {
+			in = max(in, r.SettleSeconds-g.AgeSeconds)
+		}
+	}
+	return time.Duration(in) * time.Second
+}
+
 func (r *report) summary() string {
 	s := fmt.Sprintf(msgSummary, len(r.Deletions), r.Records.Total, r.Records.OwnerGone, r.Records.Overdue, len(r.Unreachable))
 	if n := len(r.Records.Invalid); n > 0 {
 		s += fmt.Sprintf(msgSummaryInvalid, n)
 	}
+	if n := r.Records.Pending; n > 0 {
+		s += fmt.Sprintf(msgSummaryPending, n, age(r.SettleSeconds), r.recheckIn())
+	}
 	return s
+}
+
+// verdict is the audit's outcome: errFindings when there is something to
+// act on (whatever else), else errPending when records are pending, else
+// nil. Both errors carry the summary.
+func (r *report) verdict() error {
+	switch {
+	case r.findings() > 0:
+		return fmt.Errorf(msgFindings, errFindings, r.summary())
+	case r.Records.Pending > 0:
+		return fmt.Errorf(msgFindings, errPending, r.summary())
+	}
+	return nil
+}
+
+// exitCode maps run's error to the command's exit status.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errFindings):
+		return exitFindings
+	case errors.Is(err, errPending):
+		return exitPending
+	}
+	return exitError
 }
 
 // auditor holds the clients and settings of one audit. Every client only
@@ -225,8 +306,10 @@ type auditor struct {
 	// RESTMapper, which learns kinds installed after the audit started.
 	reader           client.Reader
 	recordsNamespace string
-	settle           time.Duration
-	clock            clock.PassiveClock
+	// keySecret names the operator key Secret in recordsNamespace.
+	keySecret string
+	settle    time.Duration
+	clock     clock.PassiveClock
 	// namespaces limits the deletions section to these namespaces (and the
 	// Namespace objects of these names); empty is the whole cluster. Tests
 	// use it because the cluster is shared by every test of the binary.
@@ -256,7 +339,7 @@ func newAuditor(cfg *rest.Config, recordsNamespace string, settle time.Duration,
 	}
 	return auditor{
 		discovery: dc, metadata: mc, dynamic: dyn, reader: c,
-		recordsNamespace: recordsNamespace, settle: settle, clock: clk,
+		recordsNamespace: recordsNamespace, keySecret: ledger.KeySecretName, settle: settle, clock: clk,
 	}, nil
 }
 
@@ -275,6 +358,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	settle := fs.Duration("settle", sweep.DefaultSettle,
 		"how long a deletion may take, and a record's owner may be gone, before it is a finding (the sweeper's settle window)")
 	output := fs.String("o", "text", "output format: text or json")
+	keySecret := fs.String("key-secret", ledger.KeySecretName, "Secret in the records namespace holding the operator key, read (never written) to authenticate the records")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil // the usage was asked for and printed
 	} else if err != nil {
@@ -296,6 +380,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	a, err := newAuditor(cfg, ns, *settle, clock.RealClock{})
+	a.keySecret = *keySecret
 	if err != nil {
 		return err
 	}
@@ -309,10 +394,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	if err := printReport(out, rep, *output); err != nil {
 		return err
 	}
-	if rep.findings() > 0 {
-		return fmt.Errorf(msgFindings, errFindings, rep.summary())
-	}
-	return nil
+	return rep.verdict()
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {
@@ -555,9 +637,15 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	if err != nil {
 		return nil, err
 	}
+	list := store.List
+	if l, err := a.ledger(ctx, store); err == nil {
+		list, sec.Authenticated = l.List, true
+	} else {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf(msgNoKey, a.recordsNamespace, a.keySecret, err))
+	}
 	cont := ""
 	for {
-		p, err := store.List(ctx, listPage, cont)
+		p, err := list(ctx, listPage, cont)
 		if err != nil {
 			return nil, fmt.Errorf(msgRecordsList, a.recordsNamespace, err)
 		}
@@ -571,7 +659,7 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 			}
 			age := now.Sub(r.SettleFrom())
 			g := goneRecord{
-				Record: r.Source.Name, Owner: ownerOf(r.Owner), OwnerState: state, AgeSeconds: seconds(age),
+				Record: r.Source.Name, Owner: ownerOf(r.Owner), OwnerState: state, Policy: string(r.Policy), AgeSeconds: seconds(age),
 				ExternalIDs: len(r.ExternalIDs), Deployment: r.Deployment,
 			}
 			if state == ownerUnknown {
@@ -581,9 +669,14 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 				continue
 			}
 			sec.OwnerGone++
+			if r.Policy == ledger.PolicyRetain {
+				sec.Retained++
+			}
 			if age > a.settle {
 				g.Overdue = true
 				sec.Overdue++
+			} else {
+				sec.Pending++
 			}
 			sec.Gone = append(sec.Gone, g)
 		}
@@ -610,6 +703,21 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	slices.SortFunc(sec.Invalid, func(x, y invalidRecord) int { return cmp.Compare(x.Record, y.Record) })
 	rep.Records = sec
 	return names, nil
+}
+
+// ledger is a read-only ledger over store with the operator key, so that
+// records are authenticated as the sweeper authenticates them. The key
+// Secret is read, never created.
+func (a auditor) ledger(ctx context.Context, store ledger.Store) (*ledger.Ledger, error) {
+	var sec corev1.Secret
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: a.recordsNamespace, Name: a.keySecret}, &sec); err != nil {
+		return nil, err
+	}
+	key, err := ledger.NewKey(sec.Data[ledger.KeySecretKey])
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(store, ledger.Options{Key: key})
 }
 
 // ownerState looks the owner up as metadata, as the sweeper does: not
@@ -715,16 +823,22 @@ func printReport(w io.Writer, rep report, format string) error {
 		}
 	}
 	s := rep.Records
-	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue), %d lookup failed, %d invalid\n",
-		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.OwnerUnknown, len(s.Invalid))
+	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue, %d pending), %d lookup failed, %d invalid\n",
+		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.Pending, s.OwnerUnknown, len(s.Invalid))
 	if len(s.Gone)+len(s.Unknown) > 0 {
-		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tIDS\tDEPLOYMENT\tRECORD")
+		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tPOLICY\tIDS\tDEPLOYMENT\tRECORD")
 		for _, g := range append(slices.Clone(s.Gone), s.Unknown...) {
 			state := g.OwnerState
-			if g.Error != "" {
+			switch {
+			case g.Error != "":
 				state += " (" + oneLine(g.Error) + ")"
+			case g.OwnerState == ownerRecreated:
+				state += " (may adopt it: nothing is deleted while it exists)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), yes(g.Overdue), g.Owner, state, g.ExternalIDs, g.Deployment, g.Record)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, dash(g.Policy), g.ExternalIDs, g.Deployment, g.Record)
+		}
+		if s.Retained > 0 {
+			fmt.Fprintf(tw, "%d of them Retain: the sweeper forgets those records and deletes nothing\n", s.Retained)
 		}
 	}
 	if len(s.Invalid) > 0 {
@@ -779,6 +893,19 @@ func kindOf(apiVersion, kind string) string {
 		return kind
 	}
 	return kind + "." + gv.Group
+}
+
+// overdue is a gone record's OVERDUE column: yes, or for a pending record
+// when it will be ("in 3m0s"); a record whose owner could not be looked up
+// is neither.
+func overdue(g goneRecord, settleSeconds int64) string {
+	switch {
+	case g.Overdue:
+		return "yes"
+	case g.OwnerState == ownerUnknown:
+		return "-"
+	}
+	return "in " + age(settleSeconds-g.AgeSeconds)
 }
 
 func yes(b bool) string {

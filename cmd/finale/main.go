@@ -7,7 +7,8 @@
 //	finale scenario NAME                         one seed scenario (or its -naive counterpart)
 //	finale scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
 //
-// Exit status: 0 success, 1 error, 2 when audit found problems.
+// Exit status: 0 success, 1 error; audit exits 2 when it found problems and 3
+// when it found only pending records (owner gone, within the settle window).
 package main
 
 import (
@@ -28,7 +29,7 @@ commands:
   bench [-roles N]                      measure the guarantees against the naive build (default 1000 Roles); prints a table
   audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
                                         stuck deletions, cleanup records, unreachable records of a live cluster;
-                                        read-only; exits 2 when it found problems
+                                        read-only; exits 2 on findings, 3 on pending records only
   scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
   scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
 `
@@ -39,10 +40,7 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "finale:", err)
-		if errors.Is(err, errFindings) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 

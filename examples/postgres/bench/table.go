@@ -16,6 +16,8 @@ func WriteTable(w io.Writer, l Lifecycle, nd NamespaceDeletion) error {
 		l.Roles, secs(l.On), secs(l.Off), l.Ratio(), TargetRatio, yes(l.Ratio() <= TargetRatio))
 	fmt.Fprintf(tw, "API writes per Role lifecycle\t%.2f\t%.2f (naive build)\t%+.2f\t≤ %+.0f\t%s\n",
 		l.WritesOn, l.WritesOff, l.ExtraWrites(), TargetExtraWrites, yes(l.ExtraWrites() <= TargetExtraWrites))
+	fmt.Fprintf(tw, "API writes per Role lifecycle, Events included\t%.2f (%.2f Events)\t%.2f (naive build, %.2f Events)\t%+.2f\t≤ %.0f\t%s\n",
+		l.AllWritesOn(), l.EventsOn, l.WritesOff+l.EventsOff, l.EventsOff, l.AllWritesOn()-l.WritesOff-l.EventsOff, TargetAllWrites, yes(l.AllWritesOn() <= TargetAllWrites))
 	fmt.Fprintf(tw, "CPU of the stack's processes, same runs\t%s\t%s (naive build)\t%.2f×\t-\t-\n",
 		secs(l.CPUOn), secs(l.CPUOff), l.CPUOn.Seconds()/l.CPUOff.Seconds())
 	fmt.Fprintf(tw, "namespace with %d Roles deleted, to gone\t%s\t%s (DROP ROLE directly)\t%.0f×\t-\t-\n",

@@ -263,11 +263,11 @@ func TestNotOwned(t *testing.T) {
 		},
 	}
 	want := map[string]catalog.Reason{
-		"create role":            catalog.ReasonNotOwned,
-		"alter role":             catalog.ReasonNotOwned,
-		"drop role":              catalog.ReasonNotOwned,
-		"create database":        catalog.ReasonNotOwned,
-		"alter database owner":   catalog.ReasonNotOwned,
+		"create role":          catalog.ReasonNotOwned,
+		"alter role":           catalog.ReasonNotOwned,
+		"drop role":            catalog.ReasonNotOwned,
+		"create database":      catalog.ReasonNotOwned,
+		"alter database owner": catalog.ReasonNotOwned,
 		// Nothing of this tag is under that name: success, theirs untouched.
 		"drop database":          "",
 		"drop role (empty tag)":  catalog.ReasonInvalid,

@@ -336,3 +336,153 @@ func TestEditedRecordDeletesNothing(t *testing.T) {
 	// The victim is untouched in Kubernetes too.
 	w2.ready(victim)
 }
+
+// restorable is an object as a backup keeps it: metadata (annotations
+// included) and spec, without what the apiserver assigns.
+func restorable(o client.Object) client.Object {
+	c := o.DeepCopyObject().(client.Object)
+	c.SetUID("")
+	c.SetResourceVersion("")
+	c.SetCreationTimestamp(metav1.Time{})
+	c.SetDeletionTimestamp(nil)
+	c.SetFinalizers(nil)
+	c.SetGeneration(0)
+	c.SetManagedFields(nil)
+	switch x := c.(type) {
+	case *v1alpha1.Role:
+		x.Status = v1alpha1.RoleStatus{}
+	case *v1alpha1.Database:
+		x.Status = v1alpha1.DatabaseStatus{}
+	case *v1alpha1.Server:
+		x.Status = v1alpha1.ServerStatus{}
+	}
+	return c
+}
+
+// A Velero-style restore: objects and records backed up, the namespace
+// deleted with the operator down, the namespace and its objects restored
+// with new UIDs (annotations kept, as a restore keeps them), the records
+// restored too. Nothing is dropped, every object is Ready and owns its old
+// resource under its new UID; a copy of one object restored into another
+// namespace adopts nothing.
+func TestRestoreAdoptsAcrossUIDs(t *testing.T) {
+	w := start(t, sweepFast)
+	ns := w.namespace()
+	w.serverOn(ns, "pg", w.pg, w.pg.Addr(), v1alpha1.SSLModeDisable)
+	roles := []*v1alpha1.Role{role(ns, "r0", pgtarget.RandomName("restore_")), role(ns, "r1", pgtarget.RandomName("restore_"))}
+	db := database(ns, "d0", pgtarget.RandomName("restore_"), "")
+	objs := []client.Object{roles[0], roles[1], db}
+	for _, o := range objs {
+		w.create(o)
+	}
+	for _, o := range objs {
+		w.ready(o)
+	}
+	// The backup.
+	var backup []client.Object
+	for _, o := range append([]client.Object{
+		&v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg-admin"}}}, objs...) {
+		if err := w.c.Get(t.Context(), client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		backup = append(backup, restorable(o))
+	}
+	var records []*corev1.ConfigMap
+	for _, o := range objs {
+		var cm corev1.ConfigMap
+		if err := w.c.Get(t.Context(), client.ObjectKey{Namespace: w.recNS, Name: ledger.ConfigMapName(o.GetUID())}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		records = append(records, cm.DeepCopy())
+	}
+	oldUIDs := map[string]string{}
+	for _, o := range objs {
+		oldUIDs[o.GetName()] = string(o.GetUID())
+	}
+
+	// The disaster: the operator is down, the namespace goes (forced), the
+	// records are lost.
+	w.stop()
+	for _, o := range backup {
+		live := o.DeepCopyObject().(client.Object)
+		if err := w.c.Get(t.Context(), client.ObjectKeyFromObject(o), live); err != nil {
+			t.Fatal(err)
+		}
+		live.SetFinalizers(nil)
+		if err := w.c.Update(t.Context(), live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if err := w.c.Delete(t.Context(), nsObj); err != nil {
+		t.Fatal(err)
+	}
+	w.waitGone(nsObj)
+	for _, cm := range records {
+		if err := w.c.Delete(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The restore.
+	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	for _, cm := range records {
+		r := cm.DeepCopy()
+		r.UID, r.ResourceVersion, r.CreationTimestamp = "", "", metav1.Time{}
+		w.create(r)
+	}
+	for _, o := range backup {
+		w.create(o.DeepCopyObject().(client.Object))
+	}
+	// A copy of r0 restored into another namespace, claiming the same UID.
+	elsewhere := w.namespace()
+	w.serverOn(elsewhere, "pg", w.pg, w.pg.Addr(), v1alpha1.SSLModeDisable)
+	intruder := restorable(roles[0]).(*v1alpha1.Role)
+	intruder.Namespace = elsewhere
+	intruder.Spec.RoleName = pgtarget.RandomName("intruder_")
+	w.create(intruder)
+
+	w2 := w.restart(sweepFast)
+	for _, o := range backup[2:] {
+		w2.ready(o)
+		if string(o.GetUID()) == oldUIDs[o.GetName()] {
+			t.Fatalf("%s kept its UID: the test proves nothing", o.GetName())
+		}
+		if a := o.GetAnnotations()["finale.dev/uid"]; a != string(o.GetUID()) {
+			t.Errorf("%s: annotation finale.dev/uid = %q after adoption, want its own UID", o.GetName(), a)
+		}
+		if rec := w2.record(string(o.GetUID())); rec == nil {
+			t.Errorf("%s has no record under its new UID", o.GetName())
+		}
+		if rec := w2.record(oldUIDs[o.GetName()]); rec != nil {
+			t.Errorf("%s: the record of its previous UID stays", o.GetName())
+		}
+	}
+	for _, r := range roles {
+		if tag, ok := w2.roleTag(r.Spec.RoleName); !ok {
+			t.Errorf("role %s dropped across the restore", r.Spec.RoleName)
+		} else if !strings.HasSuffix(tag, ":"+string(backup[2+slicesIndex(objs, client.Object(r))].GetUID())) {
+			t.Errorf("role %s carries %q, not its restored owner's tag", r.Spec.RoleName, tag)
+		}
+	}
+	if d, ok := w2.database(db.Spec.DatabaseName); !ok || !strings.HasSuffix(d.Tag, ":"+string(backup[4].GetUID())) {
+		t.Errorf("database %s: exists %v, tag %q; want its restored owner's", db.Spec.DatabaseName, ok, d.Tag)
+	}
+	w2.waitCondition(intruder, "Synced", metav1.ConditionFalse, "AdoptionRefused")
+	if _, ok := w2.roleTag(intruder.Spec.RoleName); ok {
+		t.Error("the intruder created a role while its claim was refused")
+	}
+	if l := w2.leaks(); len(l) > 0 {
+		t.Errorf("leaked: %q", l)
+	}
+}
+
+func slicesIndex(objs []client.Object, o client.Object) int {
+	for i, x := range objs {
+		if x.GetName() == o.GetName() {
+			return i
+		}
+	}
+	return -1
+}

@@ -42,15 +42,48 @@
 //   - Database's deletion policy defaults to Retain: a dropped database is
 //     data lost, a retained one is a DROP DATABASE away. Role defaults to
 //     Delete: a role holds no data, and a leaked login is a risk.
-//   - A generated Role password goes into a Secret the Role owns (garbage
-//     collected with it); a password change is applied when login or the
-//     connection limit also changes (the password cannot be observed).
+//   - A generated Role password's source of truth is its Secret, which the
+//     Role controls (garbage collected with it) and the Role controller
+//     watches. A deleted Secret is created again with a new password, which
+//     is applied to PostgreSQL (that is how to rotate); an edited password
+//     is applied; nothing else rotates it, so an unrelated spec edit applies
+//     the Secret's current password. PostgreSQL cannot show a password, so
+//     the Secret carries a mark of the password last applied
+//     (v1alpha1.AppliedPasswordAnnotation, a SHA-256 of the Role's UID and
+//     the password, on the Secret that holds the password anyway), written
+//     only after the ALTER ROLE that set it succeeded; a Secret whose
+//     password does not match its mark is applied again. A Secret of the
+//     generated name that the Role does not control is never read, written
+//     or adopted: PasswordSecretNotOwned, until it is deleted. That the
+//     Secret is gone is asked of the API server before a new password is
+//     generated, never of the cache alone.
+//   - A password from secretKeyRef is the user's Secret: the operator
+//     neither writes nor watches it, so it is applied when the role is
+//     created and whenever login or the connection limit change, not when
+//     that Secret alone is edited.
 //   - Options.Naive switches the guarantees off for comparisons only.
 //
 // # Threat model
 //
-// Users can write Servers, Roles and Databases, not the records (see
-// config/rbac): a user cannot forge a record that makes the sweeper delete
-// someone else's role, and the deployment identity is read from the server,
-// never from the spec.
+// SECURITY.md at the repository root is the whole model; this is the part
+// the controllers enforce.
+//
+//   - Users can write Servers, Roles and Databases, not the records (see
+//     config/rbac): a user cannot forge a record that makes the sweeper
+//     delete someone else's role, and the deployment identity is read from
+//     the server, never from the spec.
+//   - A Server's conditions and Events name an error's class with a
+//     constant message (MessageUnreachable, MessageAuthFailed), never its
+//     text, so a user who points a Server at an internal address cannot
+//     tell a closed port from a silent one or another protocol; the error
+//     goes to the operator's log.
+//   - Options.AllowedServers (ServerPolicy) is the admin's allow-list of
+//     hosts; a Server elsewhere reads ServerNotAllowed, and so does every
+//     Role or Database that references it. Every pool key is made by one
+//     function that checks the policy, so nothing dials a refused host: not
+//     the reconcilers, the hold's access check or the sweeper.
+//   - No Secret's data is cached: credential Secrets are read through the
+//     cache as metadata only (their version is in the pool key) and their
+//     data live when dialling; password Secrets are read live. CacheOptions
+//     and ClientOptions make that hold for anything else in the manager too.
 package controller

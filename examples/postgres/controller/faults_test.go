@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/internal/pgtarget"
 )
 
@@ -139,5 +142,52 @@ func TestResetConnectionIsEvicted(t *testing.T) {
 	}
 	if proxy.Accepted() <= accepted {
 		t.Error("no new session was dialled after the reset")
+	}
+}
+
+// A database created under its pending name whose tagging statement then
+// fails (a call timeout: the connection freezes right after the CREATE)
+// and whose Database is deleted before a retry could finish it: the record
+// declared the database's name before the create, and the delete of that
+// name drops the untagged pending database too. Nothing is left.
+func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		proxy   *faultinject.Proxy
+		target  *v1alpha1.Database
+		c       client.Client
+		tripped bool
+	)
+	w := start(t, controller.Options{CallTimeout: 2 * time.Second, Statements: func(ctx context.Context, sql string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tripped || err != nil || proxy == nil || !strings.HasPrefix(sql, `CREATE DATABASE "`+catalog.PendingPrefix) {
+			return
+		}
+		tripped = true
+		proxy.Freeze()                                   // the COMMENT that follows times out
+		_ = c.Delete(context.WithoutCancel(ctx), target) // and the Database goes before a retry
+	}})
+	ns, p := w.serverBehindProxy()
+	d := database(ns, "d", pgtarget.RandomName("pending_"), "")
+	mu.Lock()
+	proxy, target, c = p, d, w.c
+	mu.Unlock()
+	w.create(d)
+	w.waitGone(d)
+	mu.Lock()
+	if !tripped {
+		t.Fatal("the create never reached its pending name: the test proves nothing")
+	}
+	mu.Unlock()
+	pending := catalog.PendingDatabaseName(tagOf(d))
+	if _, ok := w.database(pending); ok {
+		t.Errorf("the untagged pending database %s outlived its Database", pending)
+	}
+	if _, ok := w.database(d.Spec.DatabaseName); ok {
+		t.Errorf("database %s exists", d.Spec.DatabaseName)
+	}
+	if w.record(string(d.UID)) != nil {
+		t.Error("record left")
 	}
 }

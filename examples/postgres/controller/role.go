@@ -33,13 +33,21 @@ func (roleAdapter) Prove(ctx context.Context, c *Conn, q ledger.Question) (ledge
 	return a, actionable(err)
 }
 
-func (roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
+// Observe compares what PostgreSQL shows (login, connection limit) and, for
+// a generated password, whether its Secret's password is the one applied
+// (PostgreSQL cannot show a password; the Secret carries the mark of the
+// last one applied): a deleted Secret or an edited password is not up to
+// date, and Update applies it.
+func (a roleAdapter) Observe(ctx context.Context, c *Conn, r *v1alpha1.Role, tag string) (lifecycle.Observation, error) {
 	ids, err := catalog.FindRolesByTag(ctx, c, tag)
 	if err != nil || len(ids) == 0 {
 		return lifecycle.Observation{}, actionable(err)
 	}
 	got, _, err := catalog.ObserveRole(ctx, c, r.Spec.RoleName)
 	upToDate := got.Login == r.Spec.Login && got.ConnectionLimit == connLimit(r)
+	if err == nil && upToDate {
+		upToDate, err = a.passwords.applied(ctx, r)
+	}
 	return lifecycle.Observation{IDs: ids, UpToDate: upToDate}, actionable(err)
 }
 
@@ -51,12 +59,18 @@ func (a roleAdapter) Create(ctx context.Context, c *Conn, r *v1alpha1.Role, tag 
 	return r.Spec.RoleName, actionable(catalog.CreateRole(ctx, c, spec, tag))
 }
 
+// Update applies the spec and the Secret's current password (never a new
+// one while the Secret exists: an unrelated edit does not rotate it), then
+// marks that password applied on a generated Secret.
 func (a roleAdapter) Update(ctx context.Context, c *Conn, r *v1alpha1.Role, _, tag string) error {
 	spec, err := a.spec(ctx, r)
 	if err != nil {
 		return err
 	}
-	return actionable(catalog.AlterRole(ctx, c, spec, tag))
+	if err := actionable(catalog.AlterRole(ctx, c, spec, tag)); err != nil {
+		return err
+	}
+	return a.passwords.markApplied(ctx, r, spec.Password)
 }
 
 func (roleAdapter) Delete(ctx context.Context, c *Conn, id, tag string) error {

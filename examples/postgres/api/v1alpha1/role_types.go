@@ -14,6 +14,13 @@ const (
 	// GeneratedSecretSuffix makes the default name of a generated password
 	// Secret: the Role's name plus this suffix.
 	GeneratedSecretSuffix = "-password"
+	// AppliedPasswordAnnotation, on a generated password Secret, marks the
+	// password PostgreSQL was last given (a SHA-256 of the Role's UID and
+	// the password, never the password): PostgreSQL cannot show a
+	// password, so this is how the operator tells that the Secret's
+	// password changed. A Secret whose password does not match its mark,
+	// or that has none, has its password applied at the next reconcile.
+	AppliedPasswordAnnotation = "postgres.finale.dev/applied-password"
 )
 
 // SecretKeySelector names a key of a Secret in the same namespace.
@@ -32,6 +39,31 @@ type SecretKeySelector struct {
 
 // GeneratedPassword asks the operator to generate a password into a Secret
 // that the Role owns (and that is deleted with it).
+//
+// The contract: the Secret is the password's source of truth, and the
+// operator keeps PostgreSQL in line with it.
+//
+//   - The operator creates the Secret (controlled by the Role) with a new
+//     random password, and gives that password to the role.
+//   - A deleted Secret is created again with a new random password, which
+//     is applied to PostgreSQL at once: deleting the Secret is how to
+//     rotate the password.
+//   - An edit of the Secret's password is applied to PostgreSQL at once (the
+//     operator watches the Secrets its Roles control). The password must be
+//     printable ASCII; Length applies only to passwords the operator
+//     generates.
+//   - Nothing else changes the password: edits of the Role's spec (login,
+//     connectionLimit, length) never generate one, and an ALTER ROLE they
+//     need carries the Secret's current password. Changing secretName
+//     generates a new password into the newly named Secret (a rotation);
+//     the old Secret stays until the Role goes.
+//   - A Secret of that name that the Role does not control is never used,
+//     written or adopted, whoever created it: the Role reports
+//     PasswordSecretNotOwned in its Synced condition until it is deleted or
+//     secretName names a free Secret.
+//
+// Which password PostgreSQL has is remembered on the Secret
+// (AppliedPasswordAnnotation), because PostgreSQL cannot be asked.
 type GeneratedPassword struct {
 	// SecretName is the Secret to create; by default the Role's name plus
 	// "-password". It holds the keys "username" and "password".
@@ -51,11 +83,19 @@ type GeneratedPassword struct {
 // +kubebuilder:validation:XValidation:rule="!(has(self.secretKeyRef) && has(self.generate))",message="password.secretKeyRef and password.generate are mutually exclusive: use secretKeyRef to read an existing Secret, or generate to have the operator create one, not both"
 // +kubebuilder:validation:XValidation:rule="has(self.secretKeyRef) || has(self.generate)",message="password needs a source: set password.secretKeyRef (an existing Secret) or password.generate (the operator creates one), or remove password for a role without one"
 type RolePassword struct {
-	// SecretKeyRef reads the password from an existing Secret.
+	// SecretKeyRef reads the password from an existing Secret, which the
+	// user owns: the operator never writes it and does not watch it. Its
+	// password is given to the role when the role is created and whenever
+	// login or connectionLimit are changed; an edit of that Secret alone is
+	// not noticed (use generate for a password the operator keeps applied).
 	// +optional
 	SecretKeyRef *SecretKeySelector `json:"secretKeyRef,omitempty"`
 	// Generate has the operator generate the password into a Secret the Role
-	// owns.
+	// owns. That Secret is the password's source of truth: deleting it
+	// generates and applies a new password (a rotation), an edit of its
+	// password is applied, and nothing else changes the password. A Secret
+	// of that name the Role does not own is never used (reason
+	// PasswordSecretNotOwned).
 	// +optional
 	Generate *GeneratedPassword `json:"generate,omitempty"`
 }

@@ -361,13 +361,16 @@ func TestCreateRefused(t *testing.T) {
 	}
 }
 
-// TestUpdateRefused proves names and server references cannot change, while
-// other fields still can.
+// TestUpdateRefused proves names, server references and a Server's database
+// (where its deployment sentinel lives) cannot change, while other fields
+// still can.
 func TestUpdateRefused(t *testing.T) {
 	c, ns := setup(t)
 	r := role(ns, "app", "app")
 	d := database(ns, "orders", "orders")
-	for _, obj := range []client.Object{r, d} {
+	srv := &pgv1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg-immutable"}, Spec: pgv1.ServerSpec{
+		Host: "db.example.com", CredentialsSecretRef: pgv1.CredentialsSecretReference{Name: "pg"}}}
+	for _, obj := range []client.Object{r, d, srv} {
 		if err := c.Create(t.Context(), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -404,6 +407,15 @@ func TestUpdateRefused(t *testing.T) {
 			obj:    d,
 			mutate: func(o client.Object) { o.(*pgv1.Database).Spec.ServerRef.Name = "other" },
 			want:   "serverRef is immutable: a Database cannot move to another server",
+		},
+		"server database": {
+			obj:    srv,
+			mutate: func(o client.Object) { o.(*pgv1.Server).Spec.Database = "other" },
+			want:   "database is immutable: the deployment sentinel that proves this server lives in it",
+		},
+		"server host": {
+			obj:    srv,
+			mutate: func(o client.Object) { o.(*pgv1.Server).Spec.Host = "db2.example.com" },
 		},
 		"database owner and policy": {
 			obj: d,
