@@ -195,7 +195,11 @@ func (c *Controller) Running() error {
 	}
 	select {
 	case <-p.done:
-		return fmt.Errorf("argo: workflow-controller exited (%v); last lines of %s:\n%s", p.err, c.log, c.LogTail(logTailLines))
+		err := p.err
+		if err == nil {
+			err = errors.New("exit status 0")
+		}
+		return fmt.Errorf("argo: workflow-controller exited (%w); last lines of %s:\n%s", err, c.log, c.LogTail(logTailLines))
 	default:
 		return nil
 	}
