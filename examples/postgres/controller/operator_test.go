@@ -142,6 +142,9 @@ func startFull(t testing.TB, o controller.Options, asUser func(recNS string) *re
 	if o.RetryInterval == 0 {
 		o.RetryInterval = time.Second
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 2 * time.Second
+	}
 	if w.op, err = controller.Setup(mgr, o); err != nil {
 		t.Fatal(err)
 	}

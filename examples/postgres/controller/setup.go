@@ -59,6 +59,9 @@ type Options struct {
 	// KeySecret names the Secret in the records namespace holding the
 	// operator key; "" is ledger.KeySecretName. Created on first start.
 	KeySecret string
+	// ConnectTimeout bounds each connection attempt, and is how long every
+	// failed one takes (see PoolOptions); zero is DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 	// CallTimeout bounds each PostgreSQL call; a call over it is a Transport
 	// error and evicts its connection. Zero is 30s; ignored when Naive.
 	CallTimeout time.Duration
@@ -129,7 +132,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	}
 	scheme := mgr.GetScheme()
 	classifier := errclass.New(catalog.Classify)
-	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements})
+	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, ConnectTimeout: o.ConnectTimeout, Classifier: classifier, Statements: o.Statements})
 	if err != nil {
 		return nil, err
 	}

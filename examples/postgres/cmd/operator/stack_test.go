@@ -47,7 +47,7 @@ var (
 func render(t testing.TB) []*unstructured.Unstructured {
 	t.Helper()
 	renderOnce.Do(func() {
-		dir, err := kubebin.Ensure(context.Background(), os.Stderr)
+		dir, err := kubebin.Ensure(context.Background(), "", os.Stderr)
 		if err != nil {
 			renderErr = err
 			return
