@@ -111,10 +111,13 @@ func TestResultPrunedByTheOwnerSchema(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(stuck), &got); err != nil || !controllerutil.ContainsFinalizer(&got, captureFin) {
 		t.Fatalf("stuck child: want it present with its finalizer, got err=%v finalizers=%v", err, got.Finalizers)
 	}
-	err = controlplane.WaitFor(t.Context(), 30*time.Second, "the result-not-kept Warning, metric and watchdog attempt", func(context.Context) (bool, error) {
+	// The error goes back to the workqueue (its rate limiter backs off,
+	// and controller-runtime counts it), not a RequeueAfter that forgets.
+	err = controlplane.WaitFor(t.Context(), 30*time.Second, "the result-not-kept Warning, metric, watchdog attempt and reconcile error", func(context.Context) (bool, error) {
 		return st.events.count(corev1.EventTypeWarning+" "+capture.EventReasonResultNotKept+" "+stuck.Name) > 0 &&
 			errors.Is(st.watchdog.lastError(stuck.Name), capture.ErrResultNotKept) &&
-			counterValue(t, capture.MetricResultsNotKept, st.name) > 0, nil
+			counterValue(t, capture.MetricResultsNotKept, st.name) > 0 &&
+			counterValue(t, "controller_runtime_reconcile_errors_total", st.name) > 0, nil
 	})
 	if err != nil {
 		t.Fatalf("%v (watchdog's last error: %v)", err, st.watchdog.lastError(stuck.Name))
