@@ -60,7 +60,7 @@ func InstallPolicy(ctx context.Context, c client.Client, ns string) error {
 	}
 	return controlplane.WaitFor(ctx, 60*time.Second, "the guard's admission policy to apply in "+ns, func(ctx context.Context) (bool, error) {
 		probe := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "policy-probe-", OwnerReferences: []metav1.OwnerReference{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "policy-probe-", Labels: map[string]string{LabelWorkflow: "probe"}, OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: WorkflowGVK.GroupVersion().String(), Kind: WorkflowGVK.Kind, Name: "probe", UID: types.UID("probe"),
 			}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.37"}}},

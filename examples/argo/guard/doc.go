@@ -4,7 +4,7 @@
 // a timer while the Workflow's reconciliation lagged.
 //
 // The guard puts a finalizer of its own (Finalizer) on every Pod a Workflow
-// owns, at admission: a MutatingAdmissionPolicy (Policy, Binding) adds it
+// owns and Argo labels with it (LabelWorkflow), at admission: a MutatingAdmissionPolicy (Policy, Binding) adds it
 // in the same request that creates the Pod, so there is no moment at which
 // the Pod exists without it. Argo removes only its own finalizer (its
 // cleanup patch keeps the others), so a deleted Pod stays Terminating, with

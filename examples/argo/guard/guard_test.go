@@ -362,3 +362,41 @@ func TestCheckPolicy(t *testing.T) {
 		t.Errorf("installed and bound: CheckPolicy = %v", err)
 	}
 }
+
+// TestPolicyPlacesOnlyWhatTheGuardSees: the policy adds the finalizer to a
+// Pod the guard command caches and can release (an argoproj.io Workflow
+// owns it and it carries Argo's workflow label), and to no other: a Pod it
+// marked but never saw would stay Terminating for ever, unreported.
+func TestPolicyPlacesOnlyWhatTheGuardSees(t *testing.T) {
+	c := testenv.Client(t, testenv.Scheme())
+	ctx := t.Context()
+	ns := testenv.Namespace(t, c)
+	if err := argo.InstallPolicy(ctx, c, ns); err != nil {
+		t.Fatal(err)
+	}
+	owner := []metav1.OwnerReference{{APIVersion: argo.WorkflowGVK.GroupVersion().String(), Kind: argo.WorkflowGVK.Kind, Name: "wf", UID: "wf-uid"}}
+	other := []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "wf", UID: "job-uid"}}
+	label := map[string]string{guard.LabelWorkflow: "wf"}
+	for name, tc := range map[string]struct {
+		labels map[string]string
+		owners []metav1.OwnerReference
+		want   bool
+	}{
+		"workflow Pod":             {labels: label, owners: owner, want: true},
+		"owned, without the label": {owners: owner},
+		"labelled, owned by a Job": {labels: label, owners: other},
+		"labelled, without owner":  {labels: label},
+		"neither label nor owner":  {},
+	} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "match-", Labels: tc.labels, OwnerReferences: tc.owners},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.37"}}},
+		}
+		if err := c.Create(ctx, pod, client.DryRunAll); err != nil {
+			t.Fatalf("%s: dry-run create: %v", name, err)
+		}
+		if diff := cmp.Diff(tc.want, slices.Contains(pod.Finalizers, guard.Finalizer)); diff != "" {
+			t.Errorf("%s: finalizers %v: the guard's finalizer placed (-want +got):\n%s", name, pod.Finalizers, diff)
+		}
+	}
+}

@@ -16,12 +16,15 @@ import (
 const PolicyName = "finale-argo-guard"
 
 // Expressions of the policy. The match condition is the guard's own
-// definition of a workflow Pod (an owner reference to an argoproj.io
-// Workflow), so that every Pod the release rule would ever look at gets the
-// finalizer, and no other Pod does.
+// definition of a workflow Pod: an owner reference to an argoproj.io
+// Workflow (what the release rule follows) and Argo's workflow label (what
+// the guard command caches Pods by). Every Pod the guard watches and can
+// release gets the finalizer, and no other Pod does: one it marked but
+// never saw would stay Terminating, unreported.
 const (
-	matchWorkflowPod = "has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, r.kind == 'Workflow' && r.apiVersion.startsWith('argoproj.io/'))"
-	addFinalizer     = `Object{metadata: Object.metadata{finalizers: ["` + Finalizer + `"]}}`
+	matchWorkflowPod = "has(object.metadata.labels) && '" + LabelWorkflow + "' in object.metadata.labels && " +
+		"has(object.metadata.ownerReferences) && object.metadata.ownerReferences.exists(r, r.kind == 'Workflow' && r.apiVersion.startsWith('argoproj.io/'))"
+	addFinalizer = `Object{metadata: Object.metadata{finalizers: ["` + Finalizer + `"]}}`
 )
 
 // Policy is the MutatingAdmissionPolicy (admissionregistration.k8s.io/v1,
