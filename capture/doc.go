@@ -66,11 +66,43 @@
 //     children deleted at once cost about one owner write each, or fewer,
 //     instead of one write plus many conflicts each.
 //
+// The result is checked on the object the write returned, not on what was
+// sent: an owner whose CRD schema does not declare the results field prunes
+// it, and a mutating webhook may strip it, while the write itself succeeds.
+// Such a write ends the pass with ErrResultNotKept, a Warning Event
+// (EventReasonResultNotKept) and finale_capture_results_not_kept_total;
+// the finalizer stays, the watchdog sees the attempt, and the reconciler
+// retries with its backoff. Every Release call is bounded (at most
+// MaxPersistAttempts passes, one owner write per pass, ReleaseTimeout in
+// all), so one child that cannot be persisted never holds a worker from
+// the others.
+//
+// An owner whose status this process must not write (a third party's
+// controller, as Argo's Workflow is for the guard in examples/argo) sets
+// Options.OwnerPersists: the release path then never persists, and holds a
+// terminal child being deleted (ReasonAwaitingOwner) until the owner
+// records its result or stops needing it. Options.ChildResults reads
+// "recorded" from the whole child when the owner keys results by something
+// other than the child's UID.
+//
 // The order is: write the result, then remove the finalizer. A crash
 // between the two leaves the result recorded and the finalizer in place;
 // the next process sees ReasonRecorded and releases. Owner absence is read
 // live (the reader passed to New must not be a cache), because a cache that
 // has not seen a new owner yet would otherwise say "gone" and release.
+//
+// # Many children at once
+//
+// An owner that records (or finishes, or goes) for many children at once
+// is read once: the pass that releases one child also releases, on that same
+// live read, every sibling the rule releases, a few patches in flight,
+// each sibling claimed so no other pass patches it meanwhile. Owner events
+// queue only the children the owner as the event shows would release, so
+// an owner writing its status N times over N children costs no N² reads.
+// The finalizer is removed with a JSON patch that tests the child's UID and
+// the finalizer's index, so other writers of the child (Argo labels each Pod
+// as it records it) cost no conflict; an orphan's release, which rests on
+// the child's owner references, carries its resourceVersion instead.
 //
 // # Threat model
 //
@@ -89,8 +121,9 @@
 // finale_capture_pending (held captures of children being deleted),
 // finale_capture_overdue (those past the threshold),
 // finale_capture_releases_total{reason} (Recorded, Persisted, OwnerGone,
-// OwnerDeleting, OwnerFinished, Orphan), finale_capture_persisted_total and
-// finale_capture_persist_conflicts_total, all labelled by controller, on
+// OwnerDeleting, OwnerFinished, Orphan), finale_capture_persisted_total,
+// finale_capture_persist_conflicts_total and
+// finale_capture_results_not_kept_total, all labelled by controller, on
 // controller-runtime's metrics registry.
 //
 // # Watchdog

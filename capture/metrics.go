@@ -12,6 +12,9 @@ const (
 	MetricReleases  = "finale_capture_releases_total"
 	MetricPersisted = "finale_capture_persisted_total"
 	MetricConflicts = "finale_capture_persist_conflicts_total"
+	// MetricResultsNotKept counts status writes that succeeded but whose
+	// returned object did not hold the result (see ErrResultNotKept).
+	MetricResultsNotKept = "finale_capture_results_not_kept_total"
 )
 
 // Every vector is labelled by the release controller's name (Options.Name),
@@ -33,6 +36,10 @@ var (
 		Name: MetricPersisted,
 		Help: "Child results written to the owner by the release path because the owner had not recorded them.",
 	}, []string{"controller"})
+	notKeptTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricResultsNotKept,
+		Help: "Status writes of the owner that succeeded but returned an object without the child's result (a schema that prunes it, a webhook that strips it); the finalizer stays and the pass is retried with backoff.",
+	}, []string{"controller"})
 	conflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricConflicts,
 		Help: "Conflicts on the owner's status while persisting a child's result; each one was retried.",
@@ -40,5 +47,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(pendingGauge, overdueGauge, releasesTotal, persistedTotal, conflictsTotal)
+	metrics.Registry.MustRegister(pendingGauge, overdueGauge, releasesTotal, persistedTotal, conflictsTotal, notKeptTotal)
 }

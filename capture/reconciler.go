@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,10 @@ import (
 
 // ownerUIDIndex indexes children by the UID of their owner of the owner kind.
 const ownerUIDIndex = "capture.finale.dev/owner-uid"
+
+// claimedRetry is when a child that a sibling's pass was releasing is looked
+// at again (usually to find it released).
+const claimedRetry = time.Second
 
 // heldError says why a finalizer stays; the watchdog sees it as the attempt's
 // error.
@@ -66,25 +71,50 @@ func (r *Releaser[O]) SetupWithManager(mgr ctrl.Manager) error {
 			},
 			GenericFunc: func(e event.GenericEvent) bool { return carries(e.Object) },
 		})).
-		Watches(r.opts.NewOwner(), handler.EnqueueRequestsFromMapFunc(r.childrenOf)).
+		Watches(r.opts.NewOwner(), handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueChildren(ctx, e.Object, true, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueChildren(ctx, e.ObjectNew, true, q)
+			},
+			DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueChildren(ctx, e.Object, false, q)
+			},
+			GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueChildren(ctx, e.Object, false, q)
+			},
+		}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
-func (r *Releaser[O]) childrenOf(ctx context.Context, owner client.Object) []reconcile.Request {
+// enqueueChildren queues the owner's children that carry the finalizer.
+// With onlyReleasable, only those that the owner as this event shows would
+// release (recorded, finished, deleting): an owner that records one result
+// among N children, or writes anything else, costs no pass over the N, each
+// a live read of the owner. That is safe because every change of the owner
+// arrives as an event carrying it, and each pass decides on a live read
+// anyway; a deleted owner queues all of its children.
+func (r *Releaser[O]) enqueueChildren(ctx context.Context, owner client.Object, onlyReleasable bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	list := r.opts.NewChildList()
-	if err := r.cache.List(ctx, list, client.InNamespace(owner.GetNamespace()), client.MatchingFields{r.indexName(): string(owner.GetUID())}); err != nil {
+	// Read only: no deep copy of every child for every owner event.
+	if err := r.cache.List(ctx, list, client.InNamespace(owner.GetNamespace()), client.MatchingFields{r.indexName(): string(owner.GetUID())}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "capture: list children of owner", "owner", client.ObjectKeyFromObject(owner))
-		return nil
+		return
 	}
-	var reqs []reconcile.Request
+	typed, isO := owner.(O)
 	_ = meta.EachListItem(list, func(obj runtime.Object) error {
-		if o, ok := obj.(client.Object); ok && controllerutil.ContainsFinalizer(o, r.opts.Finalizer) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		o, ok := obj.(client.Object)
+		if !ok || !controllerutil.ContainsFinalizer(o, r.opts.Finalizer) {
+			return nil
 		}
+		if onlyReleasable && isO && r.verdict(r.factsOf(o, typed, true)).Action != Release {
+			return nil
+		}
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 		return nil
 	})
-	return reqs
 }
 
 // Reconcile applies Release to one child and keeps the pending bookkeeping.
@@ -101,7 +131,13 @@ func (r *Releaser[O]) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		r.forget(child)
 		return reconcile.Result{}, nil
 	}
+	// A sibling's pass may be releasing this child right now: look again
+	// shortly rather than patch it twice.
+	if !r.claim(req.NamespacedName) {
+		return reconcile.Result{RequeueAfter: claimedRetry}, nil
+	}
 	d, err := r.Release(ctx, child)
+	r.unclaim(req.NamespacedName)
 	deleting := child.GetDeletionTimestamp() != nil
 	if err != nil {
 		if deleting && r.opts.Watchdog != nil {
@@ -203,8 +239,8 @@ func (r *Releaser[O]) knows(key types.NamespacedName) bool {
 	defer r.mu.Unlock()
 	_, p := r.pending[key]
 	_, rel := r.releasedFrom[key]
-	_, ours := r.byUs[key]
-	return p || rel || ours
+	_, mine := r.byUs[key]
+	return p || rel || mine
 }
 
 func (r *Releaser[O]) updateGaugesLocked() {

@@ -41,6 +41,10 @@ const (
 	// ReasonNotTerminal: held because the child is being deleted before it
 	// finished: there is no result to persist yet, and the owner is active.
 	ReasonNotTerminal Reason = "NotTerminal"
+	// ReasonAwaitingOwner: held because the child is terminal and being
+	// deleted, its active owner has not recorded its result, and the owner
+	// alone writes results (Options.OwnerPersists).
+	ReasonAwaitingOwner Reason = "AwaitingOwner"
 )
 
 // Facts are everything the release rule looks at. Nothing in them is a time:

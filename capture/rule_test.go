@@ -137,13 +137,22 @@ func TestNewRejectsIncompleteOptions(t *testing.T) {
 		mod     func(*capture.Options[*Job])
 		wantErr bool
 	}{
-		"complete":           {mod: func(*capture.Options[*Job]) {}},
-		"no name":            {mod: func(o *capture.Options[*Job]) { o.Name = "" }, wantErr: true},
-		"no owner kind":      {mod: func(o *capture.Options[*Job]) { o.OwnerKind.Kind = "" }, wantErr: true},
-		"no owner factory":   {mod: func(o *capture.Options[*Job]) { o.NewOwner = nil }, wantErr: true},
-		"no result reader":   {mod: func(o *capture.Options[*Job]) { o.Results = nil }, wantErr: true},
-		"no result writer":   {mod: func(o *capture.Options[*Job]) { o.Writer = nil }, wantErr: true},
-		"negative threshold": {mod: func(o *capture.Options[*Job]) { o.PendingThreshold = -1 }, wantErr: true},
+		"complete":                    {mod: func(*capture.Options[*Job]) {}},
+		"no name":                     {mod: func(o *capture.Options[*Job]) { o.Name = "" }, wantErr: true},
+		"no owner kind":               {mod: func(o *capture.Options[*Job]) { o.OwnerKind.Kind = "" }, wantErr: true},
+		"no owner factory":            {mod: func(o *capture.Options[*Job]) { o.NewOwner = nil }, wantErr: true},
+		"no result reader":            {mod: func(o *capture.Options[*Job]) { o.Results = nil }, wantErr: true},
+		"no result writer":            {mod: func(o *capture.Options[*Job]) { o.Writer = nil }, wantErr: true},
+		"negative threshold":          {mod: func(o *capture.Options[*Job]) { o.PendingThreshold = -1 }, wantErr: true},
+		"negative timeout":            {mod: func(o *capture.Options[*Job]) { o.ReleaseTimeout = -1 }, wantErr: true},
+		"owner persists, no writer":   {mod: func(o *capture.Options[*Job]) { o.OwnerPersists, o.Writer = true, nil }},
+		"owner persists and a writer": {mod: func(o *capture.Options[*Job]) { o.OwnerPersists = true }, wantErr: true},
+		"child result reader instead": {mod: func(o *capture.Options[*Job]) {
+			o.Results, o.ChildResults = nil, capture.ChildResultReaderFn[*Job](func(*Job, client.Object) bool { return false })
+		}},
+		"both result readers": {mod: func(o *capture.Options[*Job]) {
+			o.ChildResults = capture.ChildResultReaderFn[*Job](func(*Job, client.Object) bool { return false })
+		}, wantErr: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := full()

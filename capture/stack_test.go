@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,9 +53,15 @@ type stackOptions struct {
 	watchdog capture.Watchdog
 	// writer replaces the Job's ResultWriter.
 	writer capture.ResultWriter[*Job]
+	// scheme and ownerKind put the Job type in another group (one whose
+	// CRD prunes the results); scheme() and jobKind when unset.
+	scheme    *runtime.Scheme
+	ownerKind schema.GroupKind
 }
 
 type stack struct {
+	// name of the release controller: its metrics' controller label.
+	name     string
 	rel      *capture.Releaser[*Job]
 	watchdog *attempts
 	gate     *gate
@@ -132,6 +139,12 @@ func (a *attempts) heldCount(name string) int {
 	return a.held[name]
 }
 
+func (a *attempts) lastError(name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastErr[name]
+}
+
 // eventLog is an EventRecorder that keeps what it is given. Guarded by mu.
 type eventLog struct {
 	mu     sync.Mutex
@@ -165,7 +178,13 @@ var stackSeq atomic.Int64
 func startStack(t testing.TB, ns string, o stackOptions) *stack {
 	t.Helper()
 	cp := testenv.ControlPlane(t)
-	s := scheme()
+	s := o.scheme
+	if s == nil {
+		s = scheme()
+	}
+	if o.ownerKind.Kind == "" {
+		o.ownerKind = jobKind
+	}
 	if o.clock == nil {
 		o.clock = clock.RealClock{}
 	}
@@ -187,6 +206,7 @@ func startStack(t testing.TB, ns string, o stackOptions) *stack {
 		t.Fatalf("new manager: %v", err)
 	}
 	st := &stack{
+		name:     name,
 		watchdog: &attempts{next: o.watchdog, held: map[string]int{}, done: map[string]int{}, lastErr: map[string]error{}},
 		gate:     newGate(o.ownerOpen), writes: &writeLog{}, events: &eventLog{}}
 	base, err := client.NewWithWatch(cp.Config, client.Options{Scheme: s})
@@ -219,7 +239,7 @@ func startStack(t testing.TB, ns string, o stackOptions) *stack {
 	rel, err := capture.New(counted, counted, capture.Options[*Job]{
 		Name:                    name,
 		Finalizer:               captureFin,
-		OwnerKind:               jobKind,
+		OwnerKind:               o.ownerKind,
 		NewOwner:                func() *Job { return &Job{} },
 		Results:                 jobResults,
 		Writer:                  o.writer,

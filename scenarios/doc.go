@@ -35,6 +35,11 @@
 //     deployment gone. Naive (temporal-worker-controller v1.7's pool): still
 //     stuck after ten minutes on the operator's clock, CleanupBlocked; once
 //     the run strips its finalizer the server-side deployment is left behind.
+//   - argo-status-capture (G3 on the seed's own stack): the report's
+//     sequence on the stock Argo Workflows controller v4.1.4 (internal/argo
+//     plays kubelet and executor). Guarded (the guard of examples/argo):
+//     the node is Succeeded with its output and the Pod goes after. Naive
+//     (the stock controller alone): "Error: pod deleted".
 //
 // # Invariants
 //

@@ -17,6 +17,8 @@ func ExampleNames() {
 		fmt.Println(n)
 	}
 	// Output:
+	// argo-status-capture
+	// argo-status-capture-naive
 	// crash-database
 	// crash-role
 	// lagging-owner
