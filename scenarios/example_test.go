@@ -27,6 +27,8 @@ func ExampleNames() {
 	// namespace-deletion-naive
 	// poisoned-client
 	// poisoned-client-naive
+	// temporal-poisoned-client
+	// temporal-poisoned-client-naive
 }
 
 // Running a seed scenario and a randomized campaign on a fresh control plane
