@@ -76,28 +76,45 @@ var _ resourcelock.Interface = (*Lock)(nil)
 var ErrConfig = errors.New("fence: bad configuration")
 
 // New wraps inner (the Lease lock the election uses). It fails when inner
-// is nil, the lease duration is under a second, or the margin is negative
-// or not shorter than the recorded lease duration.
+// is nil or the options do not Validate.
 func New(inner resourcelock.Interface, o Options) (*Lock, error) {
 	if inner == nil {
 		return nil, fmt.Errorf("%w: the wrapped lock is nil", ErrConfig)
 	}
-	recorded := o.LeaseDuration.Truncate(time.Second)
-	if recorded < time.Second {
-		return nil, fmt.Errorf("%w: lease duration %v: use at least 1s (the Lease records whole seconds)", ErrConfig, o.LeaseDuration)
-	}
-	margin := o.Margin
-	if margin == 0 {
-		margin = o.LeaseDuration / DefaultMarginDivisor
-	}
-	if margin < 0 || margin >= recorded {
-		return nil, fmt.Errorf("%w: margin %v: use a positive duration shorter than the recorded lease duration %v, or 0 for the default", ErrConfig, o.Margin, recorded)
+	recorded, margin, err := o.resolve()
+	if err != nil {
+		return nil, err
 	}
 	l := &Lock{inner: inner, clock: o.Clock, lease: recorded, margin: margin, attempts: map[string]time.Time{}}
 	if l.clock == nil {
 		l.clock = clock.RealClock{}
 	}
 	return l, nil
+}
+
+// Validate reports what New would reject in o: a lease duration under a
+// second, a margin that is negative or not shorter than the recorded lease
+// duration.
+func (o Options) Validate() error {
+	_, _, err := o.resolve()
+	return err
+}
+
+// resolve returns the lease duration as recorded (whole seconds) and the
+// margin in use.
+func (o Options) resolve() (recorded, margin time.Duration, err error) {
+	recorded = o.LeaseDuration.Truncate(time.Second)
+	if recorded < time.Second {
+		return 0, 0, fmt.Errorf("%w: lease duration %v: use at least 1s (the Lease records whole seconds)", ErrConfig, o.LeaseDuration)
+	}
+	margin = o.Margin
+	if margin == 0 {
+		margin = o.LeaseDuration / DefaultMarginDivisor
+	}
+	if margin < 0 || margin >= recorded {
+		return 0, 0, fmt.Errorf("%w: margin %v: use a positive duration shorter than the recorded lease duration %v, or 0 for the default", ErrConfig, o.Margin, recorded)
+	}
+	return recorded, margin, nil
 }
 
 // Until is the time until which this replica may act for the lease: the

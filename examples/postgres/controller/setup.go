@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/errclass"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
@@ -77,6 +78,10 @@ type Options struct {
 	// ControllerServer), so that a harness can pause one controller's
 	// workers while the others run. It must return a non-nil reconciler.
 	WrapReconciler func(controller string, r reconcile.Reconciler) reconcile.Reconciler
+	// Fence, when set, bounds every PostgreSQL call by this replica's lease
+	// (a *fence.Lock, with leader election): none starts, and none runs on,
+	// once another replica may lead. Nil is unfenced (a single replica).
+	Fence clientpool.Fence
 	// WrapEventHandler, when set, wraps the event handler of each
 	// controller's primary watch (its own kind), so that a harness can
 	// delay or drop the events one controller sees. It must return a
@@ -117,8 +122,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		o.PoolName = "postgres"
 	}
 	scheme := mgr.GetScheme()
-	classifier := errclass.New(catalog.Classify)
-	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements})
+	classifier := errclass.New(catalog.Classify, clientpool.ClassifyFenced)
+	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements, Fence: o.Fence})
 	if err != nil {
 		return nil, err
 	}
