@@ -18,6 +18,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/finale-dev/finale/errclass"
 )
 
 // DefaultFinalizer is the capture finalizer used when Options.Finalizer is
@@ -41,9 +44,11 @@ const (
 
 	EventActionCapture = "Capture"
 
-	MessagePending       = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
-	MessagePersisted     = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
-	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed; the finalizer stays: %v"
+	MessagePending   = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
+	MessagePersisted = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
+	// MessagePersistFailed carries the error's class, not its text: the
+	// Event is read by the namespace's users; the error goes to the log.
+	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s error); the finalizer stays and the release is retried. The cause is in the controller's log"
 )
 
 // ErrNotRecordedAfterPersist means the ResultWriter ran but the ResultReader
@@ -420,7 +425,9 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 				continue
 			}
 			if err != nil {
-				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), err)
+				class := errclass.Of(ctx, err)
+				log.FromContext(ctx).Info("capture: persisting a child's result failed; the finalizer stays", "child", client.ObjectKeyFromObject(child), "class", class, "error", err.Error())
+				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), class)
 				return d, err
 			}
 			r.mu.Lock()

@@ -80,7 +80,9 @@
 // hand, or an owner that replaces its whole results map blindly, is outside
 // the guarantee. ResultWriter errors (a child whose result cannot be read)
 // keep the finalizer and are reported (EventReasonPersistFailed and the
-// reconciler's error), never turned into a release.
+// reconciler's error), never turned into a release. The Event names the
+// error's class only: it is read by the namespace's users, and the error
+// text goes to the controller's log.
 //
 // # Metrics
 //

@@ -48,7 +48,10 @@ type Options struct {
 	// Log receives progress (a cold binary build takes minutes). Nil
 	// discards it.
 	Log io.Writer
-	// BinDir holds prebuilt binaries; empty means kubebin.Ensure.
+	// BinDir is where the Kubernetes binaries are built and cached; empty
+	// means $FINALE_KUBE_BIN_DIR, else <user cache dir>/finale/kube-<versions>.
+	// What is there is used only when its stamp matches this version's
+	// build, and rebuilt otherwise (see Binaries).
 	BinDir string
 	// APIServerFlags are appended to kube-apiserver's flags.
 	APIServerFlags []string
@@ -84,11 +87,9 @@ type process struct {
 // until each is ready. On failure it stops what it started and returns the
 // tail of the failing process's log.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
-	binDir := opts.BinDir
-	if binDir == "" {
-		if binDir, err = kubebin.Ensure(ctx, opts.Log); err != nil {
-			return nil, err
-		}
+	binDir, err := Binaries(ctx, opts.BinDir, opts.Log)
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "finale-controlplane-")
 	if err != nil {
@@ -186,6 +187,21 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	cp.Started[kubebin.KubeControllerManager] = time.Since(t0)
 	return cp, nil
+}
+
+// EnvBinDir names the environment variable that moves the binary cache
+// (Options.BinDir's default).
+const EnvBinDir = kubebin.EnvDir
+
+// Binaries returns the directory holding the Kubernetes binaries this
+// version of finale runs (dir, or the default of Options.BinDir when dir is
+// empty), building them there first when they are missing or carry another
+// build's stamp. The build needs only the Go toolchain and the module proxy
+// and takes minutes, once; progress goes to log (nil discards it).
+// `go run github.com/finale-dev/finale/controlplane/kubeinstall@<version>`
+// calls it.
+func Binaries(ctx context.Context, dir string, log io.Writer) (string, error) {
+	return kubebin.Ensure(ctx, dir, log)
 }
 
 // Dir is the control plane's temporary directory (logs, certificates, data).

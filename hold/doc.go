@@ -105,11 +105,23 @@
 //
 // The hold needs get, list, watch and patch on the parent kind and on
 // Secrets, get, list and watch on each dependent kind, and create on
-// events.k8s.io Events. Its Secret controller watches Secrets, so the
-// manager's cache holds them; restrict the cache (cache.Options.ByObject)
-// when the operator serves only some namespaces. Access is called on every
-// pass of a held parent that still has dependents, so it should be cheap
-// (a ping, not a full repair) or rate-limit itself.
+// events.k8s.io Events. It never needs a Secret's data: its Secret watch is
+// metadata-only (builder.OnlyMetadata) and it reads and patches Secrets as
+// metav1.PartialObjectMetadata, so the manager's cache holds Secrets'
+// metadata, not their data, on its account. RBAC cannot narrow patch to
+// finalizers; an admission policy can (the reference operator's
+// config/rbac/secret_policy.yaml). Restrict the cache
+// (cache.Options.ByObject) when the operator serves only some namespaces.
+// Access is called on every pass of a held parent that still has
+// dependents, so it should be cheap (a ping, not a full repair) or
+// rate-limit itself.
+//
+// # Threat model: what Events say
+//
+// The HoldAccessNotReady Event is read by the parent's users; it names the
+// Access error's class (Config.Classifier), never its text, which could
+// tell them what the operator's network position sees at an address they
+// chose. The error goes to the log.
 //
 // # Adopting it
 //

@@ -24,6 +24,19 @@ func releases(reason hold.Reason) float64 {
 	return testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(reason)))
 }
 
+// waitReleases waits until releases(reason) has grown from base by want:
+// the hold counts a release just after its finalizer patch returns, so a
+// test that sees the parent gone can read the counter a moment early.
+func waitReleases(t *testing.T, reason hold.Reason, base, want float64) {
+	t.Helper()
+	err := controlplane.WaitFor(t.Context(), 10*time.Second, string(reason)+" releases", func(context.Context) (bool, error) {
+		return releases(reason)-base >= want, nil
+	})
+	if got := releases(reason) - base; err != nil || got != want {
+		t.Errorf("%s releases grew by %v, want %v", reason, got, want)
+	}
+}
+
 func releasedWithoutDelete() float64 {
 	return testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
 }
@@ -76,9 +89,7 @@ func TestAccessRepairedDuringHold(t *testing.T) {
 	setPassword(t, c, f.secret, admin(t).Password) // the repair, during the hold
 	waitPGRoles(t, f.ns, 0, waitLong)
 	waitNamespaceGone(t, c, f.ns, waitLong)
-	if got := releases(hold.ReleasedDependentsDone) - done; got != 1 {
-		t.Errorf("dependents_done releases grew by %v, want 1", got)
-	}
+	waitReleases(t, hold.ReleasedDependentsDone, done, 1)
 	if got := releases(hold.ReleasedAccessNotReady) - notReady; got != 0 {
 		t.Errorf("access_not_ready releases grew by %v, want 0", got)
 	}
@@ -99,9 +110,7 @@ func TestSkipHoldWhenAccessNotReady(t *testing.T) {
 	if err := controlplane.DeleteAndWait(t.Context(), c, f.server.DeepCopy(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := releases(hold.ReleasedAccessNotReady) - notReady; got != 1 {
-		t.Errorf("access_not_ready releases grew by %v, want 1", got)
-	}
+	waitReleases(t, hold.ReleasedAccessNotReady, notReady, 1)
 	deleteNamespace(t, c, f.ns)
 	waitNamespaceGone(t, c, f.ns, waitLong)
 	if got := releasedWithoutDelete() - without; got != n {
@@ -220,9 +229,7 @@ func TestForegroundDeletionFinishedBeforeFirstReconcile(t *testing.T) {
 	if err := controlplane.WaitGone(ctx, c, f.server, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := releases(hold.ReleasedOwnedGone) - ownedGone; got != 1 {
-		t.Errorf("owned_gone releases grew by %v, want 1", got)
-	}
+	waitReleases(t, hold.ReleasedOwnedGone, ownedGone, 1)
 	f.waitSecretReleased(t, c)
 	deleteNamespace(t, c, f.ns)
 	waitNamespaceGone(t, c, f.ns, waitLong)

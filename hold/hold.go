@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/errclass"
 )
 
 // Finalizer is the default hold finalizer put on a parent and its Secret.
@@ -45,7 +47,7 @@ const (
 	NoteHolding               = "deletion held: %d dependent(s) still carry their cleanup finalizer (%v); hold ends at %s"
 	NoteReleased              = "hold released: %s after %s"
 	NoteReleasedWithoutDelete = "released without deleting the external resource: the hold on %s %q ended; the cleanup record stays for the sweeper"
-	NoteAccessNotReady        = "access to the external service is not ready during the hold; retrying: %v"
+	NoteAccessNotReady        = "access to the external service is not ready during the hold (%s error); retrying: check the connection and its credentials, the cause is in the operator's log"
 )
 
 // Event actions.
@@ -171,6 +173,10 @@ type Config struct {
 	Owned Owned
 	// Recorder is optional; nil drops Events.
 	Recorder Recorder
+	// Classifier names the class of an Access error in the
+	// HoldAccessNotReady Event (the error itself goes to the log only);
+	// nil is errclass.Default.
+	Classifier *errclass.Classifier
 }
 
 // Hold keeps a parent and its credential Secret while dependents still
@@ -225,6 +231,9 @@ func New(cfg Config) (*Hold, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Classifier == nil {
+		cfg.Classifier = errclass.Default
 	}
 	h := &Hold{cfg: cfg, active: map[types.NamespacedName]bool{}}
 	seen := map[string]bool{}

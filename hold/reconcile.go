@@ -7,20 +7,36 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/finale-dev/finale/errclass"
 )
+
+// secretMeta is an empty Secret in metadata-only form. The hold reads and
+// patches only a Secret's finalizers, so it never asks for (or caches) a
+// Secret's data: its watch is metadata-only (builder.OnlyMetadata) and every
+// read and patch goes through a PartialObjectMetadata.
+func secretMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return m
+}
 
 // SetupWithManager registers the field indexes and two controllers: one for
 // parents (woken by dependent changes) and one for Secrets (woken by parent
 // changes). Reads go through the manager's cache, writes through its
-// client. A nil Recorder becomes mgr.GetEventRecorder("finale-hold").
+// client. The Secret watch is metadata-only, so the cache holds no Secret's
+// data on the hold's account. A nil Recorder becomes
+// mgr.GetEventRecorder("finale-hold").
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	h.mu.Lock()
 	done := h.setUp
@@ -44,7 +60,7 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("hold: parent controller: %w", err)
 	}
 	secretName := h.cfg.SecretName
-	err := ctrl.NewControllerManagedBy(mgr).Named(name+"-secret").For(&corev1.Secret{}).
+	err := ctrl.NewControllerManagedBy(mgr).Named(name+"-secret").For(secretMeta(), builder.OnlyMetadata).
 		Watches(newObject(h.cfg.Parent), handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			if n := secretName(o); n != "" {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: n}}}
@@ -120,7 +136,9 @@ func (h *Hold) ParentReconciler(r client.Reader, w client.Writer) reconcile.Reco
 }
 
 // SecretReconciler keeps the hold finalizer on a Secret exactly while some
-// parent naming it needs it.
+// parent naming it needs it. It reads Secrets as PartialObjectMetadata: r
+// must serve that form (a manager's cache with a metadata-only Secret
+// watch, or any client).
 func (h *Hold) SecretReconciler(r client.Reader, w client.Writer) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		return reconcile.Result{}, h.reconcileSecret(ctx, r, w, req.NamespacedName)
@@ -182,7 +200,15 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
 		}
 		if o.AccessChecked && !o.AccessReady {
-			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, accessErr)
+			// The Event says the class only: its readers are the parent's
+			// users, and the error's text (connection refused, i/o timeout)
+			// would tell them what the operator's network position sees.
+			class := errclass.Unknown
+			if accessErr != nil {
+				class = h.cfg.Classifier.Classify(ctx, accessErr)
+				logf.FromContext(ctx).Info("hold: access to the external service is not ready", "parent", key, "class", class, "error", accessErr.Error())
+			}
+			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, class)
 		}
 		return reconcile.Result{RequeueAfter: v.After}, nil
 	default: // actRelease
@@ -212,20 +238,20 @@ func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer,
 	if name == "" {
 		return nil
 	}
-	var s corev1.Secret
-	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, &s); err != nil {
+	s := secretMeta()
+	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // nothing to hold yet; the Secret's creation wakes the Secret controller
 		}
 		return fmt.Errorf("hold: get Secret %s/%s: %w", parent.GetNamespace(), name, err)
 	}
-	_, err := setFinalizer(ctx, w, &s, h.cfg.Finalizer, true)
+	_, err := setFinalizer(ctx, w, s, h.cfg.Finalizer, true)
 	return err
 }
 
 func (h *Hold) reconcileSecret(ctx context.Context, r client.Reader, w client.Writer, key types.NamespacedName) error {
-	var s corev1.Secret
-	if err := r.Get(ctx, key, &s); err != nil {
+	s := secretMeta()
+	if err := r.Get(ctx, key, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -263,7 +289,7 @@ func (h *Hold) reconcileSecret(ctx context.Context, r client.Reader, w client.Wr
 	if err != nil {
 		return err
 	}
-	_, err = setFinalizer(ctx, w, &s, h.cfg.Finalizer, needed)
+	_, err = setFinalizer(ctx, w, s, h.cfg.Finalizer, needed)
 	return err
 }
 

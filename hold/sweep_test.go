@@ -2,6 +2,7 @@ package hold_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,10 @@ func sweepThrough(t *testing.T, c client.Client, clk *clocktesting.FakeClock, se
 	t.Helper()
 	ctx := t.Context()
 	clk.Step(sweep.DefaultSettle + sweep.DefaultMaxClockSkew + 1)
-	var conns []*pgx.Conn
+	var (
+		mu    sync.Mutex // guards conns: the sweeper asks for targets concurrently
+		conns []*pgx.Conn
+	)
 	defer func() {
 		for _, c := range conns {
 			_ = c.Close(context.WithoutCancel(ctx))
@@ -43,7 +47,9 @@ func sweepThrough(t *testing.T, c client.Client, clk *clocktesting.FakeClock, se
 			if err != nil {
 				return nil, err
 			}
+			mu.Lock()
 			conns = append(conns, conn)
+			mu.Unlock()
 			return []sweep.Candidate{{Name: "server " + server.GetName(), Target: newTarget(conn)}}, nil
 		}),
 		Clock: clk,

@@ -257,8 +257,12 @@ func (r *Reconciler[O, K, C]) Reconcile(ctx context.Context, req reconcile.Reque
 	st := newStatus(r, obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
 		res, err := r.delete(ctx, obj, st)
-		if ferr := st.flush(ctx); ferr != nil && err == nil {
-			err = ferr
+		// An object whose finalizer went is gone or about to be: its
+		// status is not worth a write.
+		if controllerutil.ContainsFinalizer(obj, r.o.Finalizer) {
+			if ferr := st.flush(ctx); ferr != nil && err == nil {
+				err = ferr
+			}
 		}
 		return res, err
 	}
@@ -702,13 +706,14 @@ func (r *Reconciler[O, K, C]) attempt(ctx context.Context, obj O, err error) {
 }
 
 // backoff is the retry of a held deletion after n failed passes in a row:
-// one second doubling to five minutes.
+// one second doubling to RetryInterval. A namespace deletion waits on it
+// and the hold has an end, so it stays within seconds.
 func (r *Reconciler[O, K, C]) backoff(obj O) time.Duration {
 	n := 1
 	if v, ok := r.failures.Load(obj.GetUID()); ok {
 		n = v.(int)
 	}
-	return min(time.Second<<min(n-1, 9), 5*time.Minute)
+	return min(time.Second<<min(n-1, 9), max(r.o.RetryInterval, time.Second))
 }
 
 func (r *Reconciler[O, K, C]) done(ctx context.Context, obj O) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -46,6 +47,10 @@ type SetupOptions struct {
 	// WrapEventHandler, when set, wraps the handler of the kind's own
 	// watch (a harness delaying its events). It must return a non-nil one.
 	WrapEventHandler func(handler.EventHandler) handler.EventHandler
+	// Extend, when set, adds watches of the adopter's own to the
+	// controller's builder (b.Owns(&corev1.Secret{}) for Secrets the kind
+	// generates, say) and returns it.
+	Extend func(b *builder.Builder) *builder.Builder
 }
 
 // DefaultRateLimiter is the retry spacing of failed reconciles: per object,
@@ -118,6 +123,9 @@ func (r *Reconciler[O, K, C]) SetupWithManager(mgr ctrl.Manager, o SetupOptions)
 			}
 			return out
 		}))
+	}
+	if o.Extend != nil {
+		b = o.Extend(b)
 	}
 	var rec reconcile.Reconciler = r
 	if o.WrapReconciler != nil {

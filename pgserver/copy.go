@@ -15,15 +15,14 @@ import (
 // server on another free port. The copy is independent from then on; Stop
 // it like any other.
 func (s *Server) Copy(ctx context.Context) (c *Server, err error) {
-	bin, err := binDir(ctx, nil, false)
-	if err != nil {
-		return nil, err
-	}
+	// The copy runs the original's binaries: pg_basebackup and a server
+	// of the same major version, found (or installed) once by Start.
+	bin := s.bin
 	dir, err := os.MkdirTemp("", "finale-postgres-copy-")
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
-	c = &Server{Host: s.Host, Password: s.Password, dir: dir, log: filepath.Join(dir, "postgres.log")}
+	c = &Server{Host: s.Host, Password: s.Password, bin: bin, dir: dir, log: filepath.Join(dir, "postgres.log")}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()

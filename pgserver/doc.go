@@ -1,10 +1,14 @@
-// Package pgserver starts a throwaway PostgreSQL server from Debian's
-// postgresql package: initdb into a temporary directory, a server on
-// 127.0.0.1 and a free port with password (SCRAM) authentication, and an
-// admin DSN for pgx v5. Stop removes everything.
+// Package pgserver starts a throwaway PostgreSQL server from an installed
+// PostgreSQL (Debian's postgresql package, or initdb and postgres on PATH):
+// initdb into a temporary directory, a server on 127.0.0.1 and a free port
+// with password (SCRAM) authentication, and an admin DSN for pgx v5. Stop
+// removes everything.
 //
-// When the process runs as root the server runs as the postgres user, as
-// PostgreSQL refuses root. When the binaries are missing and the process is
-// root, Start installs the package with apt-get (Options.NoInstall turns that
-// off), so a test that needs a server gets one rather than skipping.
+// It installs nothing by itself: without a server it returns
+// ErrNotInstalled, saying what to install. Options.Install asks it to run
+// apt-get (as root) instead; finale's own tests do, and `make postgres`
+// installs the package beforehand.
+//
+// When the process runs as root the server runs as the postgres user (which
+// Debian's package creates), as PostgreSQL refuses root.
 package pgserver

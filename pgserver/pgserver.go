@@ -32,13 +32,27 @@ const (
 	runAsUser    = "postgres"
 )
 
-// Options tune Start. The zero value is ready to use.
+// ErrNotInstalled is returned (wrapped, with what to install) when no
+// PostgreSQL server binaries are found and Options.Install is not set.
+var ErrNotInstalled = errors.New("pgserver: no PostgreSQL server binaries (initdb, postgres) found")
+
+// installHint says what to install; Start never does it unless asked.
+const installHint = "install Debian's postgresql package (apt-get install -y postgresql; `make postgres` in a finale checkout), " +
+	"put initdb and postgres on PATH, or set Options.BinDir; Options.Install lets Start run apt-get itself, as root"
+
+// Options tune Start. The zero value is ready to use: it finds an installed
+// PostgreSQL and installs nothing.
 type Options struct {
 	// Log receives progress (an apt-get install). Nil discards it.
 	Log io.Writer
-	// NoInstall makes a missing PostgreSQL an error instead of an apt-get
-	// install.
-	NoInstall bool
+	// BinDir holds initdb and postgres. Empty means the newest
+	// /usr/lib/postgresql/N/bin (Debian's layout), else the directory of
+	// initdb on PATH.
+	BinDir string
+	// Install lets Start install Debian's postgresql package with apt-get
+	// when no server is found (as root only). Off, a missing server is
+	// ErrNotInstalled: a library installs nothing unless asked.
+	Install bool
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
 }
@@ -53,6 +67,7 @@ type Server struct {
 	// Version is the server's version string.
 	Version string
 
+	bin  string // the server binaries' directory, for Copy
 	dir  string
 	log  string
 	cmd  *exec.Cmd
@@ -68,7 +83,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	if logw == nil {
 		logw = io.Discard
 	}
-	bin, err := binDir(ctx, logw, !opts.NoInstall)
+	bin, err := binDir(ctx, logw, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +91,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
-	s = &Server{Host: "127.0.0.1", dir: dir, log: filepath.Join(dir, "postgres.log")}
+	s = &Server{Host: "127.0.0.1", bin: bin, dir: dir, log: filepath.Join(dir, "postgres.log")}
 	defer func() {
 		if err != nil {
 			_ = s.Stop()
@@ -246,19 +261,35 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-// binDir finds the newest /usr/lib/postgresql/N/bin, installing the package
-// when allowed and nothing is there.
-func binDir(ctx context.Context, log io.Writer, install bool) (string, error) {
-	if d := newestBinDir(); d != "" {
+// Where binDir looks; variables so that tests can point them at nothing.
+var (
+	debianBinGlob = "/usr/lib/postgresql/*/bin/postgres"
+	geteuid       = os.Geteuid
+	lookPath      = exec.LookPath
+)
+
+// binDir finds the server binaries: opts.BinDir, else Debian's newest
+// /usr/lib/postgresql/N/bin, else initdb's directory on PATH; it installs
+// Debian's package first only when opts.Install says so.
+func binDir(ctx context.Context, log io.Writer, opts Options) (string, error) {
+	if opts.BinDir != "" {
+		for _, name := range []string{"initdb", "postgres"} {
+			if fi, err := os.Stat(filepath.Join(opts.BinDir, name)); err != nil || fi.Mode()&0o111 == 0 {
+				return "", fmt.Errorf("%w in Options.BinDir %s (no executable %s); %s", ErrNotInstalled, opts.BinDir, name, installHint)
+			}
+		}
+		return opts.BinDir, nil
+	}
+	if d := findBinDir(); d != "" {
 		return d, nil
 	}
-	if !install {
-		return "", errors.New("pgserver: no PostgreSQL under /usr/lib/postgresql; install Debian's postgresql package (apt-get install -y postgresql)")
+	if !opts.Install {
+		return "", fmt.Errorf("%w under /usr/lib/postgresql or on PATH; %s", ErrNotInstalled, installHint)
 	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("pgserver: no PostgreSQL under /usr/lib/postgresql and not root, so not installing; run: sudo apt-get install -y postgresql")
+	if geteuid() != 0 {
+		return "", fmt.Errorf("%w, and Options.Install needs root for apt-get; run: sudo apt-get install -y postgresql", ErrNotInstalled)
 	}
-	fmt.Fprintln(log, "pgserver: PostgreSQL not found; running apt-get update && apt-get install -y postgresql")
+	fmt.Fprintln(log, "pgserver: PostgreSQL not found and Options.Install set; running apt-get update && apt-get install -y postgresql")
 	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "postgresql"}} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
@@ -267,14 +298,14 @@ func binDir(ctx context.Context, log io.Writer, install bool) (string, error) {
 			return "", fmt.Errorf("pgserver: apt-get %s: %w", strings.Join(args, " "), err)
 		}
 	}
-	if d := newestBinDir(); d != "" {
+	if d := findBinDir(); d != "" {
 		return d, nil
 	}
 	return "", errors.New("pgserver: apt-get installed postgresql but no /usr/lib/postgresql/N/bin/postgres appeared")
 }
 
-func newestBinDir() string {
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+func findBinDir() string {
+	matches, _ := filepath.Glob(debianBinGlob)
 	best, bestV := "", -1
 	for _, m := range matches {
 		v, err := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(m))))
@@ -282,13 +313,24 @@ func newestBinDir() string {
 			best, bestV = filepath.Dir(m), v
 		}
 	}
-	return best
+	if best != "" {
+		return best
+	}
+	initdb, err := lookPath("initdb")
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Dir(initdb)
+	if _, err := os.Stat(filepath.Join(dir, "postgres")); err != nil {
+		return ""
+	}
+	return dir
 }
 
 // credential is the postgres user's when running as root, else nil (run as
 // ourselves).
 func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
+	if geteuid() != 0 {
 		return nil, nil
 	}
 	u, err := user.Lookup(runAsUser)

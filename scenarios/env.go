@@ -224,6 +224,7 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 			Clock:            clk,
 			HoldTimeout:      holdTimeout,
 			CallTimeout:      callTimeout,
+			ConnectTimeout:   callTimeout,
 			RetryInterval:    retryInterval,
 			// The invariants' bounds are tens of seconds: retries stay
 			// within seconds here (production backs off to minutes, which

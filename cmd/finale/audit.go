@@ -105,6 +105,7 @@ flags:
 	msgListFailed      = "%s not listed, its deleting objects are not checked: %v"
 	msgObjectRead      = "%s %s: could not read its conditions: %v"
 	msgNoRecordsNS     = "records namespace %s does not exist: no records can be there (wrong --records-namespace?)"
+	msgNoKey           = "records not authenticated (the operator key Secret %s/%s could not be read: %v): a record edited by hand is not detected by this audit; the sweeper refuses such records"
 	msgRecordsList     = "list cleanup records in %s: %w"
 	msgEventsList      = "list events in %s: %w"
 	msgOwnerUnknownFmt = "owner lookup failed: %v"
@@ -174,10 +175,16 @@ type recordsSection struct {
 	Overdue      int `json:"overdue"`
 	// Pending: owner gone, still within the settle window (OwnerGone is
 	// Overdue plus Pending).
-	Pending int             `json:"pending"`
-	Gone    []goneRecord    `json:"gone"`
-	Unknown []goneRecord    `json:"unknown,omitempty"`
-	Invalid []invalidRecord `json:"invalid"`
+	Pending int `json:"pending"`
+	// Retained: owner gone, deletion policy Retain: the sweeper forgets the
+	// record and deletes nothing.
+	Retained int `json:"retained"`
+	// Authenticated: the records were checked against the operator key;
+	// false when the audit could not read the key Secret.
+	Authenticated bool            `json:"authenticated"`
+	Gone          []goneRecord    `json:"gone"`
+	Unknown       []goneRecord    `json:"unknown,omitempty"`
+	Invalid       []invalidRecord `json:"invalid"`
 }
 
 // owner is ledger.Owner with JSON names of the command's own, so that a
@@ -201,8 +208,12 @@ func (o owner) String() string {
 type goneRecord struct {
 	Record string `json:"record"`
 	Owner  owner  `json:"owner"`
-	// OwnerState is gone, recreated (same name, other UID) or unknown.
-	OwnerState  string `json:"ownerState"`
+	// OwnerState is gone, recreated (same name, other UID: the sweeper
+	// deletes nothing while it exists, and it may adopt the record) or
+	// unknown.
+	OwnerState string `json:"ownerState"`
+	// Policy is the owner's deletion policy as recorded.
+	Policy      string `json:"deletionPolicy"`
 	AgeSeconds  int64  `json:"ageSeconds"`
 	ExternalIDs int    `json:"externalIDs"`
 	Deployment  string `json:"deployment"`
@@ -295,8 +306,10 @@ type auditor struct {
 	// RESTMapper, which learns kinds installed after the audit started.
 	reader           client.Reader
 	recordsNamespace string
-	settle           time.Duration
-	clock            clock.PassiveClock
+	// keySecret names the operator key Secret in recordsNamespace.
+	keySecret string
+	settle    time.Duration
+	clock     clock.PassiveClock
 	// namespaces limits the deletions section to these namespaces (and the
 	// Namespace objects of these names); empty is the whole cluster. Tests
 	// use it because the cluster is shared by every test of the binary.
@@ -326,7 +339,7 @@ func newAuditor(cfg *rest.Config, recordsNamespace string, settle time.Duration,
 	}
 	return auditor{
 		discovery: dc, metadata: mc, dynamic: dyn, reader: c,
-		recordsNamespace: recordsNamespace, settle: settle, clock: clk,
+		recordsNamespace: recordsNamespace, keySecret: ledger.KeySecretName, settle: settle, clock: clk,
 	}, nil
 }
 
@@ -345,6 +358,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	settle := fs.Duration("settle", sweep.DefaultSettle,
 		"how long a deletion may take, and a record's owner may be gone, before it is a finding (the sweeper's settle window)")
 	output := fs.String("o", "text", "output format: text or json")
+	keySecret := fs.String("key-secret", ledger.KeySecretName, "Secret in the records namespace holding the operator key, read (never written) to authenticate the records")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil // the usage was asked for and printed
 	} else if err != nil {
@@ -366,6 +380,7 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	a, err := newAuditor(cfg, ns, *settle, clock.RealClock{})
+	a.keySecret = *keySecret
 	if err != nil {
 		return err
 	}
@@ -622,9 +637,15 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	if err != nil {
 		return nil, err
 	}
+	list := store.List
+	if l, err := a.ledger(ctx, store); err == nil {
+		list, sec.Authenticated = l.List, true
+	} else {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf(msgNoKey, a.recordsNamespace, a.keySecret, err))
+	}
 	cont := ""
 	for {
-		p, err := store.List(ctx, listPage, cont)
+		p, err := list(ctx, listPage, cont)
 		if err != nil {
 			return nil, fmt.Errorf(msgRecordsList, a.recordsNamespace, err)
 		}
@@ -638,7 +659,7 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 			}
 			age := now.Sub(r.SettleFrom())
 			g := goneRecord{
-				Record: r.Source.Name, Owner: ownerOf(r.Owner), OwnerState: state, AgeSeconds: seconds(age),
+				Record: r.Source.Name, Owner: ownerOf(r.Owner), OwnerState: state, Policy: string(r.Policy), AgeSeconds: seconds(age),
 				ExternalIDs: len(r.ExternalIDs), Deployment: r.Deployment,
 			}
 			if state == ownerUnknown {
@@ -648,6 +669,9 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 				continue
 			}
 			sec.OwnerGone++
+			if r.Policy == ledger.PolicyRetain {
+				sec.Retained++
+			}
 			if age > a.settle {
 				g.Overdue = true
 				sec.Overdue++
@@ -679,6 +703,21 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	slices.SortFunc(sec.Invalid, func(x, y invalidRecord) int { return cmp.Compare(x.Record, y.Record) })
 	rep.Records = sec
 	return names, nil
+}
+
+// ledger is a read-only ledger over store with the operator key, so that
+// records are authenticated as the sweeper authenticates them. The key
+// Secret is read, never created.
+func (a auditor) ledger(ctx context.Context, store ledger.Store) (*ledger.Ledger, error) {
+	var sec corev1.Secret
+	if err := a.reader.Get(ctx, client.ObjectKey{Namespace: a.recordsNamespace, Name: a.keySecret}, &sec); err != nil {
+		return nil, err
+	}
+	key, err := ledger.NewKey(sec.Data[ledger.KeySecretKey])
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(store, ledger.Options{Key: key})
 }
 
 // ownerState looks the owner up as metadata, as the sweeper does: not
@@ -787,13 +826,19 @@ func printReport(w io.Writer, rep report, format string) error {
 	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue, %d pending), %d lookup failed, %d invalid\n",
 		rep.RecordsNamespace, s.Total, s.OwnerPresent, s.OwnerGone, s.Overdue, s.Pending, s.OwnerUnknown, len(s.Invalid))
 	if len(s.Gone)+len(s.Unknown) > 0 {
-		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tIDS\tDEPLOYMENT\tRECORD")
+		fmt.Fprintln(tw, "AGE\tOVERDUE\tOWNER\tSTATE\tPOLICY\tIDS\tDEPLOYMENT\tRECORD")
 		for _, g := range append(slices.Clone(s.Gone), s.Unknown...) {
 			state := g.OwnerState
-			if g.Error != "" {
+			switch {
+			case g.Error != "":
 				state += " (" + oneLine(g.Error) + ")"
+			case g.OwnerState == ownerRecreated:
+				state += " (may adopt it: nothing is deleted while it exists)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, g.ExternalIDs, g.Deployment, g.Record)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, dash(g.Policy), g.ExternalIDs, g.Deployment, g.Record)
+		}
+		if s.Retained > 0 {
+			fmt.Fprintf(tw, "%d of them Retain: the sweeper forgets those records and deletes nothing\n", s.Retained)
 		}
 	}
 	if len(s.Invalid) > 0 {

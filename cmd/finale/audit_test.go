@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,12 +242,61 @@ func TestAuditTerminatingNamespace(t *testing.T) {
 	}
 }
 
-// testRecord is a valid record for owner, created at createdAt and last
-// attempted at lastAttempt.
-func testRecord(o ledger.Owner, createdAt, lastAttempt time.Time, ids ...string) *ledger.Record {
-	return &ledger.Record{
-		Schema: ledger.SchemaVersion, Owner: o, Policy: ledger.PolicyDelete, Deployment: "deployment-a", Salt: "salt-a",
-		Tag: ledger.Tag(o), ExternalIDs: ids, CreatedAt: createdAt, LastCreateAttempt: lastAttempt,
+// deployment answers proofs as a genuine deployment would, in memory: the
+// audit reads records, and records are written only by a ledger after a
+// proof.
+type deployment struct {
+	mu        sync.Mutex // guards salt and token
+	salt, tok string
+}
+
+func (d *deployment) Prove(_ context.Context, q ledger.Question) (ledger.Answer, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.salt == "" && q.Enroll != nil {
+		d.salt, d.tok = q.Enroll.Salt, q.Enroll.Token
+	}
+	return ledger.Answer{Deployment: "deployment-a", Salt: d.salt, Response: ledger.Respond(d.tok, q, "deployment-a", d.salt, nil)}, nil
+}
+
+// recorder writes signed records with the operator key it keeps in recNS,
+// as the operator would.
+type recorder struct {
+	l   *ledger.Ledger
+	clk *clocktesting.FakeClock
+	dep *deployment
+}
+
+func newRecorder(t *testing.T, c client.Client, recNS string) *recorder {
+	t.Helper()
+	key, err := ledger.LoadKey(t.Context(), c, recNS, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := ledger.NewConfigMapStore(c, recNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Now())
+	l, err := ledger.New(store, ledger.Options{Key: key, Clock: clk, Remember: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recorder{l: l, clk: clk, dep: &deployment{}}
+}
+
+// record writes a record for owner, created at createdAt and last attempted
+// at lastAttempt, holding ids.
+func (r *recorder) record(t *testing.T, p ledger.Plan, createdAt, lastAttempt time.Time, ids ...string) {
+	t.Helper()
+	r.clk.SetTime(createdAt)
+	fail := func(context.Context, string) ([]string, error) { return nil, errors.New("attempt lost") }
+	if _, err := r.l.Create(t.Context(), p, r.dep, fail); err == nil {
+		t.Fatal("the first attempt did not fail")
+	}
+	r.clk.SetTime(lastAttempt)
+	if _, err := r.l.Create(t.Context(), p, r.dep, func(context.Context, string) ([]string, error) { return ids, nil }); err != nil && len(ids) > 0 {
+		t.Fatal(err)
 	}
 }
 
@@ -254,10 +304,7 @@ func TestAuditRecords(t *testing.T) {
 	t.Parallel()
 	c := testenv.Client(t, testenv.Scheme())
 	ownerNS, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
-	store, err := ledger.NewConfigMapStore(c, recNS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := newRecorder(t, c, recNS)
 	now := time.Now().UTC().Truncate(time.Second).Add(time.Hour)
 	ownerRef := func(name string, uid types.UID) ledger.Owner {
 		return ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: name, UID: uid}
@@ -273,16 +320,22 @@ func TestAuditRecords(t *testing.T) {
 	gone := ownerRef("vanished", uuid.NewUUID())       // never existed under this UID
 	recreated := ownerRef("recreated", uuid.NewUUID()) // the live one has another UID
 	settling := ownerRef("settling", uuid.NewUUID())   // gone, attempted a moment ago
+	retained := ownerRef("retained", uuid.NewUUID())   // gone, its policy Retain
+	edited := ownerRef("edited", uuid.NewUUID())       // its record edited by hand
 	_ = live("recreated")
-	for _, r := range []*ledger.Record{
-		testRecord(present, now.Add(-2*time.Hour), now.Add(-2*time.Hour), "id-1"),
-		testRecord(gone, now.Add(-3*time.Hour), now.Add(-time.Hour), "id-2", "id-3"),
-		testRecord(recreated, now.Add(-10*time.Minute), now.Add(-10*time.Minute)),
-		testRecord(settling, now.Add(-time.Hour), now.Add(-2*time.Minute), "id-4"),
-	} {
-		if err := store.Put(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
+	rec.record(t, ledger.Plan{Owner: present}, now.Add(-2*time.Hour), now.Add(-2*time.Hour), "id-1")
+	rec.record(t, ledger.Plan{Owner: gone}, now.Add(-3*time.Hour), now.Add(-time.Hour), "id-2", "id-3")
+	rec.record(t, ledger.Plan{Owner: recreated}, now.Add(-10*time.Minute), now.Add(-10*time.Minute))
+	rec.record(t, ledger.Plan{Owner: settling}, now.Add(-time.Hour), now.Add(-2*time.Minute), "id-4")
+	rec.record(t, ledger.Plan{Owner: retained, Policy: ledger.PolicyRetain}, now.Add(-time.Hour), now.Add(-time.Hour), "id-5")
+	rec.record(t, ledger.Plan{Owner: edited}, now.Add(-time.Hour), now.Add(-time.Hour), "id-6")
+	var cm corev1.ConfigMap
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: recNS, Name: ledger.ConfigMapName(edited.UID)}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["externalIDs"] = `["id-6","someone-elses"]`
+	if err := c.Update(t.Context(), &cm); err != nil {
+		t.Fatal(err)
 	}
 	garbage := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: recNS, Name: ledger.NamePrefix + "garbage",
@@ -322,22 +375,31 @@ func TestAuditRecords(t *testing.T) {
 
 	rep := mustRun(t, testAuditor(t, recNS, now, ownerNS))
 	want := recordsSection{
-		Total: 5, OwnerPresent: 1, OwnerGone: 3, Overdue: 2, Pending: 1,
+		Total: 7, OwnerPresent: 1, OwnerGone: 4, Overdue: 3, Pending: 1, Retained: 1, Authenticated: true,
 		Gone: []goneRecord{
-			{Record: goneName, Owner: ownerOf(gone), OwnerState: ownerGone, AgeSeconds: 3600, ExternalIDs: 2,
+			{Record: goneName, Owner: ownerOf(gone), OwnerState: ownerGone, Policy: "Delete", AgeSeconds: 3600, ExternalIDs: 2,
 				Deployment: "deployment-a", Overdue: true},
-			{Record: recreatedName, Owner: ownerOf(recreated), OwnerState: ownerRecreated, AgeSeconds: 600,
+			{Record: ledger.ConfigMapName(retained.UID), Owner: ownerOf(retained), OwnerState: ownerGone, Policy: "Retain", AgeSeconds: 3600,
+				ExternalIDs: 1, Deployment: "deployment-a", Overdue: true},
+			{Record: recreatedName, Owner: ownerOf(recreated), OwnerState: ownerRecreated, Policy: "Delete", AgeSeconds: 600,
 				Deployment: "deployment-a", Overdue: true},
-			{Record: ledger.ConfigMapName(settling.UID), Owner: ownerOf(settling), OwnerState: ownerGone, AgeSeconds: 120,
+			{Record: ledger.ConfigMapName(settling.UID), Owner: ownerOf(settling), OwnerState: ownerGone, Policy: "Delete", AgeSeconds: 120,
 				ExternalIDs: 1, Deployment: "deployment-a"},
 		},
-		Invalid: []invalidRecord{{Record: garbage.Name, Owner: owner{Kind: "Role"}}},
+		Invalid: []invalidRecord{
+			{Record: ledger.ConfigMapName(edited.UID), Owner: ownerOf(edited)},
+			{Record: garbage.Name, Owner: owner{Kind: "Role"}},
+		},
 	}
-	if diff := cmp.Diff(want, rep.Records, cmpopts.IgnoreFields(invalidRecord{}, "Reason")); diff != "" {
+	byName := cmpopts.SortSlices(func(a, b goneRecord) bool { return a.Record < b.Record })
+	if diff := cmp.Diff(want, rep.Records, cmpopts.IgnoreFields(invalidRecord{}, "Reason"), byName); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
-	if len(rep.Records.Invalid) == 1 && !strings.Contains(rep.Records.Invalid[0].Reason, "schemaVersion") {
-		t.Errorf("invalid reason %q does not name the bad field", rep.Records.Invalid[0].Reason)
+	if len(rep.Records.Invalid) == 2 && !strings.Contains(rep.Records.Invalid[1].Reason, "schemaVersion") {
+		t.Errorf("invalid reason %q does not name the bad field", rep.Records.Invalid[1].Reason)
+	}
+	if len(rep.Records.Invalid) == 2 && !strings.Contains(rep.Records.Invalid[0].Reason, "not signed by this operator's key") {
+		t.Errorf("the edited record's reason %q does not say it is not signed", rep.Records.Invalid[0].Reason)
 	}
 	wantUnreachable := []unreachable{
 		{Record: goneName, Reason: sweep.ReasonUnreachable, Note: "no connection proves deployment-a",
@@ -347,7 +409,7 @@ func TestAuditRecords(t *testing.T) {
 	if diff := cmp.Diff(wantUnreachable, rep.Unreachable, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
 		t.Errorf("unreachable (-want +got):\n%s", diff)
 	}
-	if got, want := rep.summary(), "0 stuck deletions, 5 records (3 owner gone, 2 overdue), 2 unreachable, 1 invalid records, "+
+	if got, want := rep.summary(), "0 stuck deletions, 7 records (4 owner gone, 3 overdue), 2 unreachable, 2 invalid records, "+
 		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
@@ -357,7 +419,8 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("text report:\n%s", text.String())
-	for _, want := range []string{"Cleanup records in " + recNS + ": 5 total, 1 owner present, 3 owner gone (2 overdue, 1 pending)",
+	for _, want := range []string{"Cleanup records in " + recNS + ": 7 total, 1 owner present, 4 owner gone (3 overdue, 1 pending)",
+		"1 of them Retain: the sweeper forgets those records and deletes nothing", "may adopt it",
 		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection proves deployment-a"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)
@@ -376,8 +439,8 @@ func TestAuditRecords(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 			t.Fatalf("decode JSON report: %v\n%s", err, out.String())
 		}
-		if got.RecordsNamespace != recNS || got.Records.Total != 5 || got.Records.OwnerGone != 3 || len(got.Unreachable) != 2 {
-			t.Errorf("JSON report: namespace %s, %d records, %d gone, %d unreachable; want %s, 5, 3, 2",
+		if got.RecordsNamespace != recNS || got.Records.Total != 7 || got.Records.OwnerGone != 4 || len(got.Unreachable) != 2 {
+			t.Errorf("JSON report: namespace %s, %d records, %d gone, %d unreachable; want %s, 7, 4, 2",
 				got.RecordsNamespace, got.Records.Total, got.Records.OwnerGone, len(got.Unreachable), recNS)
 		}
 	})
@@ -392,10 +455,7 @@ func TestAuditPendingRecords(t *testing.T) {
 	t.Parallel()
 	c := testenv.Client(t, testenv.Scheme())
 	ownerNS, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
-	store, err := ledger.NewConfigMapStore(c, recNS)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := newRecorder(t, c, recNS)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownerNS, Name: "present"}}
 	if err := c.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
@@ -405,14 +465,8 @@ func TestAuditPendingRecords(t *testing.T) {
 	// The gone owner's record was last attempted a minute ago (real time:
 	// the command below reads the real clock).
 	attempted := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
-	for _, r := range []*ledger.Record{
-		testRecord(present, attempted.Add(-time.Hour), attempted.Add(-time.Hour), "id-1"),
-		testRecord(gone, attempted.Add(-time.Hour), attempted, "id-2"),
-	} {
-		if err := store.Put(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rec.record(t, ledger.Plan{Owner: present}, attempted.Add(-time.Hour), attempted.Add(-time.Hour), "id-1")
+	rec.record(t, ledger.Plan{Owner: gone}, attempted.Add(-time.Hour), attempted, "id-2")
 
 	type verdict struct {
 		Pending, Overdue, Findings int
@@ -515,10 +569,13 @@ func TestAuditClean(t *testing.T) {
 	t.Parallel()
 	c := testenv.Client(t, testenv.Scheme())
 	ns, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c)
+	if _, err := ledger.LoadKey(t.Context(), c, recNS, ""); err != nil {
+		t.Fatal(err)
+	}
 	rep := mustRun(t, testAuditor(t, recNS, time.Now().Add(time.Hour), ns))
 	want := report{
 		Now: rep.Now, SettleSeconds: 300, RecordsNamespace: recNS, Deletions: []deletion{},
-		Records: recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}}, Unreachable: []unreachable{},
+		Records: recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}, Authenticated: true}, Unreachable: []unreachable{},
 	}
 	if diff := cmp.Diff(want, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)
@@ -529,8 +586,8 @@ func TestAuditClean(t *testing.T) {
 
 	t.Run("missing records namespace", func(t *testing.T) {
 		rep := mustRun(t, testAuditor(t, "no-such-namespace", time.Now(), ns))
-		if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "no-such-namespace does not exist") {
-			t.Errorf("warnings = %q, want one about the missing namespace", rep.Warnings)
+		if len(rep.Warnings) != 2 || !strings.Contains(rep.Warnings[0], "no-such-namespace does not exist") || !strings.Contains(rep.Warnings[1], "not authenticated") {
+			t.Errorf("warnings = %q, want one about the missing namespace and one about the key", rep.Warnings)
 		}
 	})
 }

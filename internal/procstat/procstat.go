@@ -12,7 +12,14 @@ import (
 )
 
 // RSS returns the resident set size of pid in bytes (Linux /proc only).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return status(pid, "VmRSS") }
+
+// PeakRSS returns the largest resident set size pid has had so far, in
+// bytes: the memory it must be given not to be killed (Linux /proc only).
+func PeakRSS(pid int) (int64, error) { return status(pid, "VmHWM") }
+
+// status reads a kB field of /proc/PID/status, in bytes.
+func status(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("procstat: %w", err)
@@ -21,7 +28,7 @@ func RSS(pid int) (int64, error) {
 	s := bufio.NewScanner(f)
 	for s.Scan() {
 		line := s.Text()
-		if !strings.HasPrefix(line, "VmRSS:") {
+		if !strings.HasPrefix(line, field+":") {
 			continue
 		}
 		fields := strings.Fields(line)
@@ -30,11 +37,11 @@ func RSS(pid int) (int64, error) {
 		}
 		kb, err := strconv.ParseInt(fields[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("procstat: VmRSS %q: %w", line, err)
+			return 0, fmt.Errorf("procstat: %s %q: %w", field, line, err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("procstat: no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("procstat: no %s for pid %d", field, pid)
 }
 
 // MiB formats bytes as mebibytes.

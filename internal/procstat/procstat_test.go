@@ -21,6 +21,13 @@ func TestRSSOfSelf(t *testing.T) {
 	if _, err := RSS(-1); err == nil {
 		t.Fatal("RSS(-1) succeeded")
 	}
+	peak, err := PeakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peak < rss {
+		t.Fatalf("peak RSS %d < RSS %d read before it", peak, rss)
+	}
 }
 
 func TestParseStat(t *testing.T) {

@@ -3,6 +3,12 @@
 // the last test. Tests isolate themselves by namespace (Namespace) and by
 // database object names.
 //
+// It is finale's own thin layer on the public package
+// github.com/finale-dev/finale/testenv, which users call: the two servers
+// start lazily and separately here, because many of finale's packages need
+// only one of them, and PostgreSQL is installed when missing
+// (pgserver.Options.Install), as finale's tests install what they need.
+//
 // A package that uses it calls Main from TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
@@ -12,37 +18,33 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/testenv"
 )
 
 var (
-	cpOnce sync.Once
-	cp     *controlplane.ControlPlane
-	cpErr  error
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
 
 	pgOnce sync.Once
 	pg     *pgserver.Server
 	pgErr  error
 )
 
-// Main runs the package's tests, then stops whatever they started.
+// Main runs the package's tests, then stops whatever they started: the
+// control plane first, PostgreSQL last (testenv's order).
 func Main(m *testing.M) {
 	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
+	if env != nil {
+		if err := env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
@@ -58,20 +60,21 @@ func Main(m *testing.M) {
 // It fails the test when the control plane cannot start; it never skips.
 func ControlPlane(t testing.TB) *controlplane.ControlPlane {
 	t.Helper()
-	cpOnce.Do(func() {
-		cp, cpErr = controlplane.Start(context.Background(), controlplane.Options{Log: os.Stderr})
+	envOnce.Do(func() {
+		env, envErr = testenv.Start(context.Background(), testenv.Options{Log: os.Stderr})
 	})
-	if cpErr != nil {
-		t.Fatalf("start control plane: %v", cpErr)
+	if envErr != nil {
+		t.Fatalf("start control plane: %v", envErr)
 	}
-	return cp
+	return env.ControlPlane
 }
 
-// Postgres returns the package's PostgreSQL server, starting it on first use.
+// Postgres returns the package's PostgreSQL server, starting it on first use
+// (and installing PostgreSQL when it is missing and the tests run as root).
 func Postgres(t testing.TB) *pgserver.Server {
 	t.Helper()
 	pgOnce.Do(func() {
-		pg, pgErr = pgserver.Start(context.Background(), pgserver.Options{Log: os.Stderr})
+		pg, pgErr = pgserver.Start(context.Background(), pgserver.Options{Log: os.Stderr, Install: true})
 	})
 	if pgErr != nil {
 		t.Fatalf("start PostgreSQL: %v", pgErr)
@@ -80,12 +83,7 @@ func Postgres(t testing.TB) *pgserver.Server {
 }
 
 // Scheme has the built-in types and CRDs.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	return s
-}
+func Scheme() *runtime.Scheme { return testenv.Scheme() }
 
 // Client is an uncached admin client on the package's control plane.
 func Client(t testing.TB, scheme *runtime.Scheme) client.Client {
@@ -98,23 +96,8 @@ func Client(t testing.TB, scheme *runtime.Scheme) client.Client {
 }
 
 // Namespace creates a namespace named after the test (plus a random suffix)
-// and returns its name. It is not deleted afterwards: many tests delete it
-// themselves, and the control plane is thrown away anyway.
+// and returns its name; see testenv.Namespace.
 func Namespace(t testing.TB, c client.Client) string {
 	t.Helper()
-	base := strings.ToLower(t.Name())
-	base = strings.Map(func(r rune) rune {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return '-'
-	}, base)
-	if len(base) > 40 {
-		base = base[:40]
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Trim(base, "-") + "-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
-	return ns.Name
+	return testenv.Namespace(t, c)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestWriteTable(t *testing.T) {
-	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second}
+	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second}
 	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, Direct: 200 * time.Millisecond}
 	var b bytes.Buffer
 	if err := WriteTable(&b, l, nd); err != nil {
@@ -30,6 +30,7 @@ func TestWriteTable(t *testing.T) {
 		{"benchmark", "guarantees on", "baseline", "on vs baseline", "target", "met"},
 		{"1000 Roles created then deleted, wall (2 runs each)", "33.00 s", "30.00 s (naive build)", "1.10×", "≤ 1.2×", "yes"},
 		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
+		{"API writes per Role lifecycle, Events included", "6.00 (1.00 Events)", "4.90 (naive build, 1.50 Events)", "+1.10", "≤ 6", "yes"},
 		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "-", "-"},
 		{"namespace with 1000 Roles deleted, to gone", "48.00 s", "0.20 s (DROP ROLE directly)", "240×", "-", "-"},
 	}

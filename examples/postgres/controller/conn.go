@@ -186,7 +186,16 @@ type PoolOptions struct {
 	// Fence, when set, stops every call and dial once this replica may no
 	// longer hold its lease (clientpool.Options.Fence).
 	Fence clientpool.Fence
+	// ConnectTimeout bounds a connection attempt; zero is
+	// DefaultConnectTimeout. A connection that fails for want of an answer
+	// (refused, reset, silent) fails only once it has passed, whatever
+	// the cause, so how long a Server takes to report a failure tells its
+	// author nothing about what listens at the address.
+	ConnectTimeout time.Duration
 }
+
+// DefaultConnectTimeout is PoolOptions.ConnectTimeout when unset.
+const DefaultConnectTimeout = 10 * time.Second
 
 // ErrCredentials is wrapped when the credential Secret lacks a key.
 var ErrCredentials = errors.New("credential Secret incomplete")
@@ -200,9 +209,17 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	if o.Classifier == nil {
 		o.Classifier = errclass.New(catalog.Classify)
 	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("PoolOptions.ConnectTimeout %s is negative", o.ConnectTimeout)
+	}
 	opts := clientpool.Options[Key, *Conn]{
-		Name:        o.Name,
-		Dial:        clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) { return dial(ctx, r, k, o.Statements) }),
+		Name: o.Name,
+		Dial: clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) {
+			return dial(ctx, r, k, o.Statements, o.ConnectTimeout, o.Classifier)
+		}),
 		Close:       clientpool.CloseFn[*Conn](func(c *Conn) error { return c.Close() }),
 		CallTimeout: o.CallTimeout,
 		IdleTimeout: 10 * time.Minute,
@@ -216,7 +233,7 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	return clientpool.New(opts)
 }
 
-func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error)) (*Conn, error) {
+func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error), timeout time.Duration, cl *errclass.Classifier) (*Conn, error) {
 	var s corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Secret}, &s); err != nil {
 		return nil, fmt.Errorf("read credential Secret %s/%s: %w", k.Namespace, k.Secret, err)
@@ -230,14 +247,26 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		User:     url.UserPassword(user, pass),
 		Host:     net.JoinHostPort(k.Host, strconv.Itoa(int(k.Port))),
 		Path:     "/" + k.Database,
-		RawQuery: url.Values{"sslmode": {string(k.SSLMode)}, "connect_timeout": {"10"}}.Encode(),
+		RawQuery: url.Values{"sslmode": {string(k.SSLMode)}}.Encode(),
 	}
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
 		return nil, fmt.Errorf("connection settings of %s: %w", k, err)
 	}
+	cfg.ConnectTimeout = timeout
+	start := time.Now()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
+		if cl.Classify(ctx, err) == errclass.Transport {
+			// A closed port fails at once, a silent address at the
+			// timeout: both fail at the timeout.
+			t := time.NewTimer(timeout - time.Since(start))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
 		return nil, fmt.Errorf("connect to %s: %w", k, err)
 	}
 	return &Conn{conn: conn, hook: hook}, nil

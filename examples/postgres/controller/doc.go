@@ -65,8 +65,25 @@
 //
 // # Threat model
 //
-// Users can write Servers, Roles and Databases, not the records (see
-// config/rbac): a user cannot forge a record that makes the sweeper delete
-// someone else's role, and the deployment identity is read from the server,
-// never from the spec.
+// SECURITY.md at the repository root is the whole model; this is the part
+// the controllers enforce.
+//
+//   - Users can write Servers, Roles and Databases, not the records (see
+//     config/rbac): a user cannot forge a record that makes the sweeper
+//     delete someone else's role, and the deployment identity is read from
+//     the server, never from the spec.
+//   - A Server's conditions and Events name an error's class with a
+//     constant message (MessageUnreachable, MessageAuthFailed), never its
+//     text, so a user who points a Server at an internal address cannot
+//     tell a closed port from a silent one or another protocol; the error
+//     goes to the operator's log.
+//   - Options.AllowedServers (ServerPolicy) is the admin's allow-list of
+//     hosts; a Server elsewhere reads ServerNotAllowed, and so does every
+//     Role or Database that references it. Every pool key is made by one
+//     function that checks the policy, so nothing dials a refused host: not
+//     the reconcilers, the hold's access check or the sweeper.
+//   - No Secret's data is cached: credential Secrets are read through the
+//     cache as metadata only (their version is in the pool key) and their
+//     data live when dialling; password Secrets are read live. CacheOptions
+//     and ClientOptions make that hold for anything else in the manager too.
 package controller

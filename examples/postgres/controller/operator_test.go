@@ -81,6 +81,12 @@ func startAs(t testing.TB, o controller.Options, asUser func(recNS string) *rest
 // writes, say).
 func startWith(t testing.TB, o controller.Options, asUser func(recNS string) *rest.Config, wrap func(client.Client) client.Client) *world {
 	t.Helper()
+	return startFull(t, o, asUser, wrap, nil)
+}
+
+// startFull also lets mgrOpts change the manager's options (its cache, say).
+func startFull(t testing.TB, o controller.Options, asUser func(recNS string) *rest.Config, wrap func(client.Client) client.Client, mgrOpts func(*ctrl.Options)) *world {
+	t.Helper()
 	s := scheme()
 	w := &world{t: t, c: testenv.Client(t, s), pg: testenv.Postgres(t)}
 	crdOnce.Do(func() {
@@ -116,13 +122,17 @@ func startWith(t testing.TB, o controller.Options, asUser func(recNS string) *re
 	if asUser != nil {
 		cfg = asUser(w.recNS)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mo := ctrl.Options{
 		NewClient:              newClient,
 		Scheme:                 s,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if mgrOpts != nil {
+		mgrOpts(&mo)
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +141,9 @@ func startWith(t testing.TB, o controller.Options, asUser func(recNS string) *re
 	o.PoolName = "test-" + w.recNS
 	if o.RetryInterval == 0 {
 		o.RetryInterval = time.Second
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 2 * time.Second
 	}
 	if w.op, err = controller.Setup(mgr, o); err != nil {
 		t.Fatal(err)

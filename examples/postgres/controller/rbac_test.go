@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
+	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/internal/pgtarget"
@@ -44,9 +47,13 @@ func applyRBAC(t testing.TB, c client.Client, ns string) {
 				t.Fatalf("%s: %v", f, err)
 			}
 			switch u.GetKind() {
-			case "ClusterRole", "ClusterRoleBinding":
+			case "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy":
 				u.SetName(u.GetName() + "-" + ns)
 				u.SetLabels(nil) // keep the test's user role out of edit/admin
+			case "ValidatingAdmissionPolicyBinding":
+				u.SetName(u.GetName() + "-" + ns)
+				name, _, _ := unstructured.NestedString(u.Object, "spec", "policyName")
+				_ = unstructured.SetNestedField(u.Object, name+"-"+ns, "spec", "policyName")
 			default:
 				u.SetNamespace(ns)
 			}
@@ -81,6 +88,10 @@ func TestOperatorRunsWithItsOwnRBAC(t *testing.T) {
 	})
 	ns := w.server()
 	r := role(ns, "r", pgtarget.RandomName("rbac_"))
+	// A generated password: the operator creates its Secret, under the
+	// admission policy that allows it only such Secrets.
+	r.Spec.Login = true
+	r.Spec.Password = &v1alpha1.RolePassword{Generate: &v1alpha1.GeneratedPassword{}}
 	d := database(ns, "d", pgtarget.RandomName("rbac_"), r.Spec.RoleName)
 	for _, o := range []client.Object{r, d} {
 		w.create(o)
@@ -138,4 +149,166 @@ func TestOperatorRunsWithItsOwnRBAC(t *testing.T) {
 	if err := alice.List(t.Context(), &v1alpha1.RoleList{}, client.InNamespace(w.recNS)); err != nil {
 		t.Errorf("alice lists Roles in %s: %v", w.recNS, err)
 	}
+}
+
+// The operator's rights on Secrets are what it uses and no more: no update
+// or delete (RBAC), and under the admission policy its patches change only
+// finalizers and its creates make only a Role's basic-auth password
+// Secret; never a service-account token Secret.
+func TestOperatorSecretRightsAreNarrow(t *testing.T) {
+	s := scheme()
+	admin := testenv.Client(t, s)
+	cp := testenv.ControlPlane(t)
+	recNS := testenv.Namespace(t, admin)
+	applyRBAC(t, admin, recNS)
+	op, err := client.New(cp.AsServiceAccount(recNS, operatorSA), client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.Namespace(t, admin)
+	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "credentials"}, Data: map[string][]byte{"password": []byte("s3cret")}}
+	if err := admin.Create(t.Context(), userSecret); err != nil {
+		t.Fatal(err)
+	}
+	owner := &v1alpha1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"},
+		Spec:       v1alpha1.RoleSpec{ServerRef: v1alpha1.ServerReference{Name: "pg"}, RoleName: pgtarget.RandomName("own_")},
+	}
+	if err := admin.Create(t.Context(), owner); err != nil {
+		t.Fatal(err)
+	}
+	patchData := func(ctx context.Context) error {
+		var cur corev1.Secret
+		if err := op.Get(ctx, client.ObjectKeyFromObject(userSecret), &cur); err != nil {
+			return err
+		}
+		base := cur.DeepCopy()
+		cur.Data["password"] = []byte("stolen")
+		return op.Patch(ctx, &cur, client.MergeFrom(base))
+	}
+	// The policy takes effect a moment after it is created: wait until the
+	// apiserver enforces it (the patch is refused) before the table.
+	err = controlplane.WaitFor(t.Context(), wait, "admission policy in force", func(ctx context.Context) (bool, error) {
+		err := patchData(ctx)
+		if err != nil {
+			return apierrors.IsForbidden(err), nil
+		}
+		var cur corev1.Secret // not yet: undo, and try again
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(userSecret), &cur); err != nil {
+			return false, err
+		}
+		cur.Data["password"] = []byte("s3cret")
+		return false, admin.Update(ctx, &cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	keySecret := func(ns string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "record-key", Labels: map[string]string{"app.kubernetes.io/managed-by": "finale"}},
+			Type: corev1.SecretTypeOpaque, Data: map[string][]byte{"key": []byte("k")}}
+	}
+	basicAuth := func(name string, owned bool) *corev1.Secret {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeBasicAuth,
+			Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}}
+		if owned {
+			if err := controllerutil.SetControllerReference(owner, sec, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return sec
+	}
+	ownedSecret := basicAuth("role-password", true)
+	if err := admin.Create(t.Context(), ownedSecret); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		do      func(ctx context.Context) error
+		allowed bool
+	}{
+		"patch a Secret's data": {do: patchData},
+		"patch a Secret's labels": {do: func(ctx context.Context) error {
+			var cur corev1.Secret
+			if err := op.Get(ctx, client.ObjectKeyFromObject(userSecret), &cur); err != nil {
+				return err
+			}
+			base := cur.DeepCopy()
+			cur.Labels = map[string]string{"x": "y"}
+			return op.Patch(ctx, &cur, client.MergeFrom(base))
+		}},
+		"patch a Secret's finalizers (the hold)": {allowed: true, do: func(ctx context.Context) error {
+			var cur corev1.Secret
+			if err := op.Get(ctx, client.ObjectKeyFromObject(userSecret), &cur); err != nil {
+				return err
+			}
+			base := cur.DeepCopy()
+			cur.Finalizers = append(cur.Finalizers, "hold.finale.dev/hold")
+			if err := op.Patch(ctx, &cur, client.MergeFrom(base)); err != nil {
+				return err
+			}
+			base = cur.DeepCopy()
+			cur.Finalizers = nil
+			return op.Patch(ctx, &cur, client.MergeFrom(base))
+		}},
+		"mark a Role's Secret's password applied": {allowed: true, do: func(ctx context.Context) error {
+			return markApplied(ctx, op, ownedSecret)
+		}},
+		"mark a user's Secret's password applied": {do: func(ctx context.Context) error {
+			return markApplied(ctx, op, userSecret)
+		}},
+		"update a Secret": {do: func(ctx context.Context) error {
+			var cur corev1.Secret
+			if err := op.Get(ctx, client.ObjectKeyFromObject(userSecret), &cur); err != nil {
+				return err
+			}
+			return op.Update(ctx, &cur)
+		}},
+		"delete a Secret": {do: func(ctx context.Context) error { return op.Delete(ctx, userSecret.DeepCopy()) }},
+		"create an Opaque Secret": {do: func(ctx context.Context) error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque"}, Data: map[string][]byte{"k": []byte("v")}})
+		}},
+		"create a service-account token Secret": {do: func(ctx context.Context) error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token",
+				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken})
+		}},
+		"create a basic-auth Secret no Role controls": {do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("unowned", false)) }},
+		"create a finale-labelled Opaque Secret outside its namespace": {do: func(ctx context.Context) error {
+			return op.Create(ctx, keySecret(ns))
+		}},
+		"create its record key in its own namespace": {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, keySecret(recNS)) }},
+		"create a Role's password Secret":            {allowed: true, do: func(ctx context.Context) error { return op.Create(ctx, basicAuth("owned", true)) }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.do(t.Context())
+			switch {
+			case tc.allowed && err != nil:
+				t.Errorf("refused: %v", err)
+			case !tc.allowed && !apierrors.IsForbidden(err):
+				t.Errorf("got %v, want Forbidden", err)
+			}
+		})
+	}
+	var got corev1.Secret
+	if err := admin.Get(t.Context(), client.ObjectKeyFromObject(userSecret), &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data["password"]) != "s3cret" {
+		t.Errorf("the user's Secret was changed: password %q", got.Data["password"])
+	}
+}
+
+// markApplied patches the applied-password mark onto Secret s, as the Role
+// adapter does once PostgreSQL has the password.
+func markApplied(ctx context.Context, c client.Client, s *corev1.Secret) error {
+	var cur corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), &cur); err != nil {
+		return err
+	}
+	base := cur.DeepCopy()
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[v1alpha1.AppliedPasswordAnnotation] = "mark"
+	return c.Patch(ctx, &cur, client.MergeFrom(base))
 }

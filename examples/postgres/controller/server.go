@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/errclass"
@@ -29,18 +30,64 @@ const (
 	ReasonSecretMissing = "CredentialSecretMissing"
 
 	MessageConnected     = "connected; deployment identity %s"
-	MessageConnectFailed = "%s error connecting to the server, retrying: %v"
 	MessageSecretMissing = "credential Secret %q does not exist in namespace %s: create it with the keys %q and %q"
 )
+
+// Messages of a Server the operator cannot use. They carry the error's
+// class, never its text: a Server's status and Events are read by its
+// namespace's users, and "connection refused" against "i/o timeout" would
+// make the operator a port scanner for them (SECURITY.md). A closed port, a
+// port speaking another protocol and an address that never answers all
+// read as MessageUnreachable. The error itself goes to the operator's log.
+const (
+	MessageUnreachable   = "the server cannot be reached (Transport error): check host, port and sslMode, and that the operator's network reaches the server; retrying. The cause is in the operator's log"
+	MessageAuthFailed    = "the server refused the operator's login (Auth error): check the user name and password in credential Secret %q; retrying. The cause is in the operator's log"
+	MessageConnectFailed = "%s error talking to the server; retrying. The cause is in the operator's log"
+
+	ReasonSecretIncomplete  = "CredentialSecretIncomplete"
+	MessageSecretIncomplete = "credential Secret %q lacks a non-empty %q or %q key: add them"
+	ReasonSecretUnreadable  = "CredentialSecretUnreadable"
+	MessageSecretUnreadable = "the operator cannot read credential Secret %q (%s error); retrying. The cause is in the operator's log"
+)
+
+// failure is the Server's condition reason and message for err, of class:
+// what the user can fix in the cluster is named, what came from the
+// network is its class only.
+func failure(err error, class errclass.Class, k Key) (reason, msg string) {
+	if errors.Is(err, ErrCredentials) {
+		return ReasonSecretIncomplete, fmt.Sprintf(MessageSecretIncomplete, k.Secret, k.UsernameKey, k.PasswordKey)
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return ReasonSecretUnreadable, fmt.Sprintf(MessageSecretUnreadable, k.Secret, class)
+	}
+	switch class {
+	case errclass.Transport:
+		return ReasonConnectFailed, MessageUnreachable
+	case errclass.Auth:
+		return ReasonConnectFailed, fmt.Sprintf(MessageAuthFailed, k.Secret)
+	}
+	return ReasonConnectFailed, fmt.Sprintf(MessageConnectFailed, class)
+}
 
 // ServerRecheck is how often a connected Server's identity is read again.
 const ServerRecheck = 5 * time.Minute
 
-// servers resolves a Server reference to a pool key; reads go through the
-// manager's cache (the hold already watches Servers and Secrets).
+// servers resolves a Server reference to a pool key. r is the manager's
+// cache: Servers are read whole, credential Secrets as metadata only (the
+// hold's metadata-only watch), so no Secret's data is ever cached; dial
+// reads the data live. policy is the admin's allow-list of hosts.
 type servers struct {
-	r client.Reader
+	r      client.Reader
+	policy *ServerPolicy
 }
+
+// notAllowed is the refusal of a host outside the policy.
+type notAllowed struct{ host string }
+
+func (e notAllowed) Error() string { return fmt.Sprintf(MessageServerNotAllowed, e.host) }
+
+func (notAllowed) Unwrap() error { return ErrServerNotAllowed }
 
 // connect returns the connection of the Server ns/name; Parent is nil when
 // the Server does not exist.
@@ -56,8 +103,11 @@ func (s servers) connect(ctx context.Context, ns, name string) (lifecycle.Connec
 	return lifecycle.Connection[Key]{Key: key, Parent: &srv}, err
 }
 
-// key reads the credential Secret's version (never its data) and builds
-// the pool key, with the API defaults for fields left empty.
+// key checks the host against the policy, reads the credential Secret's
+// version (never its data) and builds the pool key, with the API defaults
+// for fields left empty. Every Key comes from here, so a host the policy
+// refuses is never dialled: not by the Server's reconciler, a dependent,
+// the hold's access check or the sweeper.
 func (s servers) key(ctx context.Context, srv *v1alpha1.Server) (Key, error) {
 	ref := srv.Spec.CredentialsSecretRef
 	k := Key{
@@ -70,8 +120,12 @@ func (s servers) key(ctx context.Context, srv *v1alpha1.Server) (Key, error) {
 	k.SSLMode = orDefault(k.SSLMode, v1alpha1.SSLModeRequire)
 	k.UsernameKey = orDefault(k.UsernameKey, v1alpha1.DefaultUsernameKey)
 	k.PasswordKey = orDefault(k.PasswordKey, v1alpha1.DefaultPasswordKey)
-	var sec corev1.Secret
-	if err := s.r.Get(ctx, types.NamespacedName{Namespace: srv.Namespace, Name: ref.Name}, &sec); err != nil {
+	if !s.policy.Allows(k.Host) {
+		return k, &lifecycle.NeedsAction{Reason: ReasonServerNotAllowed, Err: notAllowed{host: k.Host}}
+	}
+	sec := &metav1.PartialObjectMetadata{}
+	sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := s.r.Get(ctx, types.NamespacedName{Namespace: srv.Namespace, Name: ref.Name}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
 			return k, &lifecycle.NeedsAction{Reason: ReasonSecretMissing, Err: fmt.Errorf(MessageSecretMissing, ref.Name, srv.Namespace, k.UsernameKey, k.PasswordKey)}
 		}
@@ -144,9 +198,11 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		set(v1alpha1.ConditionReady, false, na.Reason, na.Error())
 		res.RequeueAfter = lifecycle.DefaultRetryInterval
 	case err != nil:
-		msg := fmt.Sprintf(MessageConnectFailed, r.classifier.Classify(ctx, err), err)
-		set(v1alpha1.ConditionSynced, false, ReasonConnectFailed, msg)
-		set(v1alpha1.ConditionReady, false, ReasonConnectFailed, msg)
+		class := r.classifier.Classify(ctx, err)
+		log.FromContext(ctx).Info("cannot use the Server", "class", class, "error", err.Error())
+		reason, msg := failure(err, class, key)
+		set(v1alpha1.ConditionSynced, false, reason, msg)
+		set(v1alpha1.ConditionReady, false, reason, msg)
 		res.RequeueAfter = 2 * time.Second
 	default:
 		srv.Status.Identity = identity
@@ -158,11 +214,20 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if err := r.c.Status().Patch(ctx, &srv, client.MergeFrom(base)); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
+		// One Event per reason and type: the events API folds Events that
+		// differ only in their note into one series, keeping whichever
+		// note came first, so two conditions changing to the same reason
+		// would leave a note that depends on timing.
+		emitted := map[string]bool{}
 		for _, c := range events {
 			typ := corev1.EventTypeNormal
 			if c.Status != metav1.ConditionTrue {
 				typ = corev1.EventTypeWarning
 			}
+			if emitted[typ+c.Reason] {
+				continue
+			}
+			emitted[typ+c.Reason] = true
 			r.recorder.Eventf(&srv, nil, typ, c.Reason, lifecycle.ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -58,11 +60,19 @@ type Options struct {
 	// KeySecret names the Secret in the records namespace holding the
 	// operator key; "" is ledger.KeySecretName. Created on first start.
 	KeySecret string
+	// ConnectTimeout bounds each connection attempt, and is how long every
+	// failed one takes (see PoolOptions); zero is DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 	// CallTimeout bounds each PostgreSQL call; a call over it is a Transport
 	// error and evicts its connection. Zero is 30s; ignored when Naive.
 	CallTimeout time.Duration
 	// Workers per kind; zero is 4.
 	Workers int
+	// AllowedServers is the admin's allow-list of where Servers may point
+	// (see NewServerPolicy: host names, *.wildcards, IPs, CIDR prefixes); a
+	// Server elsewhere is refused (ServerNotAllowed) and never dialled.
+	// Empty allows every host.
+	AllowedServers []string
 	// RateLimiter spaces the retries of failed Role and Database
 	// reconciles; nil is lifecycle.DefaultRateLimiter.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
@@ -121,14 +131,18 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if o.PoolName == "" {
 		o.PoolName = "postgres"
 	}
+	policy, err := NewServerPolicy(o.AllowedServers)
+	if err != nil {
+		return nil, err
+	}
 	scheme := mgr.GetScheme()
 	classifier := errclass.New(catalog.Classify, clientpool.ClassifyFenced)
-	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, Classifier: classifier, Statements: o.Statements, Fence: o.Fence})
+	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, ConnectTimeout: o.ConnectTimeout, Classifier: classifier, Statements: o.Statements, Fence: o.Fence})
 	if err != nil {
 		return nil, err
 	}
 	op := &Operator{Pool: pool}
-	srvs := servers{r: mgr.GetClient()}
+	srvs := servers{r: mgr.GetCache(), policy: policy}
 	recorder := mgr.GetEventRecorder("finale-postgres")
 	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
 		return lifecycle.Options{
@@ -166,7 +180,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		if op.Ledger, err = ledger.New(store, ledger.Options{Key: key, Clock: o.Clock, Classifier: classifier}); err != nil {
 			return nil, err
 		}
-		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder); err != nil {
+		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder, classifier); err != nil {
 			return nil, err
 		}
 	}
@@ -180,15 +194,19 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 		return so
 	}
-	// Generated password Secrets wake their Role (see secretWake).
-	wake := &secretWake{}
-	if err := mgr.Add(wake.runnable(mgr.GetCache())); err != nil {
-		return nil, err
-	}
+	// A generated password Secret that is deleted or edited wakes its Role.
+	// The watch is metadata-only: owner references are all it needs, and a
+	// typed one would cache every Secret's data in the cluster.
 	roleSetup := setup(ControllerRole)
-	roleSetup.WrapEventHandler = wake.capture(roleSetup.WrapEventHandler)
+	roleSetup.Extend = func(b *builder.Builder) *builder.Builder {
+		// Watches with the owner handler rather than Owns, which a harness
+		// that wraps the kind's own watch (no For) cannot use.
+		return b.Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), &v1alpha1.Role{}, handler.OnlyControllerOwner()), builder.OnlyMetadata)
+	}
 	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetClient(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
+		// Password Secrets are read live, never through the cache: a
+		// cached read would make the manager hold every Secret's data.
+		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
 		return nil, err
 	}
 	if err := op.Roles.SetupWithManager(mgr, roleSetup); err != nil {
@@ -242,9 +260,9 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	return op, nil
 }
 
-func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder) (*hold.Hold, error) {
+func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder, classifier *errclass.Classifier) (*hold.Hold, error) {
 	return hold.New(hold.Config{
-		Parent: &v1alpha1.Server{}, Scheme: scheme, Clock: o.Clock, Timeout: o.HoldTimeout, Recorder: rec,
+		Parent: &v1alpha1.Server{}, Scheme: scheme, Clock: o.Clock, Timeout: o.HoldTimeout, Recorder: rec, Classifier: classifier,
 		SecretName: func(p client.Object) string { return p.(*v1alpha1.Server).Spec.CredentialsSecretRef.Name },
 		Dependents: []hold.Dependent{
 			{Object: &v1alpha1.Role{}, CleanupFinalizer: Finalizer, ParentName: func(o client.Object) string { return o.(*v1alpha1.Role).Spec.ServerRef.Name }},

@@ -3,6 +3,13 @@
 // Cleanup records and the election Lease go to $POD_NAMESPACE (or
 // --records-namespace). Its flags and wiring are in package app.
 //
+// Metrics are served as kubebuilder's scaffold serves them: over HTTPS
+// (a self-signed certificate unless --metrics-cert-path names one), and
+// only to clients whose bearer token the API server authenticates
+// (TokenReview) and authorizes for GET /metrics (SubjectAccessReview):
+// config/rbac's finale-postgres-metrics-reader ClusterRole is what a
+// Prometheus scraper is bound to.
+//
 // With --leader-elect, several replicas elect a leader through a Lease, and
 // the leader's PostgreSQL calls are fenced by it (package fence): none
 // starts, and none runs on, once another replica may lead. The election's

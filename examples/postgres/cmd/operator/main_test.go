@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
@@ -29,8 +30,20 @@ import (
 // runs the real main against a kubeconfig without a separate build.
 const asOperator = "FINALE_TEST_RUN_OPERATOR"
 
+// cachingSecrets, with asOperator, runs the operator as it was before
+// issue 14 (a typed informer of every Secret, no cache options): the
+// baseline of BenchmarkOperatorMemoryWithSecrets.
+const cachingSecrets = "FINALE_TEST_OPERATOR_CACHES_SECRETS"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asOperator) == "1" {
+		if os.Getenv(cachingSecrets) == "1" {
+			if err := runCachingSecrets(flagsAfterDashes()); err != nil {
+				fmt.Fprintln(os.Stderr, "operator:", err)
+				os.Exit(1)
+			}
+			return
+		}
 		os.Args = append([]string{os.Args[0]}, flagsAfterDashes()...)
 		main()
 		return
