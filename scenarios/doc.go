@@ -82,7 +82,10 @@
 // run, seeded (run i uses Seed+i), SIGKILLs the leader after its k-th
 // statement (k random) during a sweep of records whose owners were deleted
 // while no replica ran, a burst of creates and a namespace deletion,
-// starting a new standby after each; then SIGSTOPs the leader during a
+// starting a new standby after each; cuts the leader off from the API
+// server during a burst (each replica reaches it through a proxy of its
+// own, whose connections are reset and refused), PostgreSQL still
+// reachable, so that it cannot renew; then SIGSTOPs the leader during a
 // burst, waits until the standby leads and has finished the burst, and
 // SIGCONTs it. It reports, per case, the takeover (fault to the
 // successor's acquireTime), its first statement and the end of the work,
@@ -91,14 +94,14 @@
 // record) and no-zombie-call: no session, statement, Parse or Bind from a
 // replica after the next holder's acquireTime (the holder's clock before
 // its acquiring write, so the check is strict), and nothing the tap could
-// not attribute. The woken replica must also exit. The naive counterpart
+// not attribute. The cut-off and the woken replicas must also exit. The naive counterpart
 // runs the pause alone with --naive (no fence): the woken replica's
 // statements are seen.
 //
-// The failover faults (leader-kill, leader-pause) are this scenario's, not
-// steps of Campaign: Campaign's operator runs in the test process on a fake
-// clock (its clock jumps), where a replica can be neither killed nor
-// stopped, and leader election needs real time.
+// The failover faults (leader-kill, leader-partition, leader-pause) are
+// this scenario's, not steps of Campaign: Campaign's operator runs in the
+// test process on a fake clock (its clock jumps), where a replica can be
+// neither killed nor stopped, and leader election needs real time.
 //
 // # Decisions
 //

@@ -46,6 +46,10 @@ const (
 	// burst of creates, left stopped until the standby leads and has
 	// acted, then SIGCONTed.
 	FaultLeaderPause = "leader-pause"
+	// FaultLeaderPartition: the leader's connections to the API server
+	// are reset and refused at a random point of a burst of creates, so
+	// that it cannot renew; PostgreSQL stays reachable.
+	FaultLeaderPartition = "leader-partition"
 )
 
 // Invariants the failover scenario adds.
@@ -67,6 +71,7 @@ const (
 	CaseNamespace = "kill-during-namespace-deletion"
 	CaseSweep     = "kill-during-sweep"
 	CasePause     = "pause-then-wake"
+	CasePartition = "cut-off-from-api-server"
 )
 
 // FailoverOptions configure FailoverCampaign.
@@ -95,13 +100,14 @@ type FailoverCase struct {
 	// PostgreSQL statement after it; Finish to the end of the interrupted
 	// work (every object Ready, the namespace gone, the records swept).
 	Takeover, FirstCall, Finish time.Duration
-	// For the pause: what the woken replica sent after its lease had
-	// passed (sessions and statements are violations; Terminate and
-	// cancel requests are housekeeping), its bytes, and whether (and how
-	// soon after SIGCONT) it exited.
+	// For the pause and the cut-off: what the replica sent after its
+	// lease had passed (sessions, statements, Parse and Bind are
+	// violations; Terminate and cancel requests are housekeeping), its
+	// bytes, and whether (and how soon after SIGCONT, or the cut) it
+	// exited.
 	ZombieCalls, ZombieHousekeeping, ZombieBytes int
-	// Refused counts the woken replica's log lines reporting a call the
-	// fence refused or ended: the work it would have done.
+	// Refused counts the replica's log lines reporting a call the fence
+	// refused or ended: the work it would have done.
 	Refused   int
 	Exited    bool
 	ExitAfter time.Duration
@@ -169,8 +175,8 @@ func runFailover(ctx context.Context, env Env, out io.Writer, naive bool) (Resul
 func (c FailoverCase) String() string {
 	s := fmt.Sprintf("%s: %s hit %s, %s; %s took over in %s, first call %s, finished in %s",
 		c.Kind, c.Leader, c.Point, c.Progress, c.Successor, c.Takeover.Round(time.Millisecond), c.FirstCall.Round(time.Millisecond), c.Finish.Round(time.Millisecond))
-	if c.Kind == CasePause {
-		s += fmt.Sprintf("; after waking: %d calls, %d housekeeping messages, %d bytes, %d log lines of calls the fence refused; exited %v", c.ZombieCalls, c.ZombieHousekeeping, c.ZombieBytes, c.Refused, c.Exited)
+	if c.Kind == CasePause || c.Kind == CasePartition {
+		s += fmt.Sprintf("; after its lease passed: %d calls, %d housekeeping messages, %d bytes, %d log lines of calls the fence refused; exited %v", c.ZombieCalls, c.ZombieHousekeeping, c.ZombieBytes, c.Refused, c.Exited)
 		if c.Exited {
 			s += " after " + c.ExitAfter.Round(time.Millisecond).String()
 		}
@@ -253,7 +259,7 @@ func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive boo
 
 	// The sweep first: then its leader has little else to do, and the
 	// random point falls in the sweep.
-	steps := []func(context.Context) (FailoverCase, error){fw.killDuringSweep, fw.killDuringCreates, fw.killDuringNamespaceDeletion, fw.pauseThenWake}
+	steps := []func(context.Context) (FailoverCase, error){fw.killDuringSweep, fw.killDuringCreates, fw.killDuringNamespaceDeletion, fw.cutOff, fw.pauseThenWake}
 	if naive {
 		steps = []func(context.Context) (FailoverCase, error){fw.pauseThenWake}
 	}
@@ -669,9 +675,78 @@ func (fw *failoverWorld) roleExists(ctx context.Context, name string) (bool, err
 	return ok, rows.Err()
 }
 
-// exitBound is how long a woken zombie may take to notice it lost its
-// lease and exit.
+// exitBound is how long a woken zombie, or a leader cut off from the API
+// server, may take to notice it lost its lease and exit.
 const exitBound = 30 * time.Second
+
+// cutOff resets and refuses the leader's connections to the API server
+// after a random statement of a burst, PostgreSQL still reachable: it
+// cannot renew, must stop calling PostgreSQL before the standby can lead,
+// and exit. The standby finishes the burst.
+func (fw *failoverWorld) cutOff(ctx context.Context) (FailoverCase, error) {
+	c := FailoverCase{Kind: CasePartition}
+	leader, err := fw.leader()
+	if err != nil {
+		return c, err
+	}
+	c.Leader = leader.name
+	cut := func(r *replica) time.Time {
+		now := time.Now()
+		r.api.Refuse(true)
+		r.api.ResetAll()
+		return now
+	}
+	var objs []client.Object
+	tr, err := fw.hit(ctx, leader, 1+fw.rng.IntN(12), cut, func(ctx context.Context, fired <-chan struct{}) error {
+		if objs, err = fw.burst(ctx, fw.main, "c", 5, 0); err != nil {
+			return err
+		}
+		return untilFired(ctx, fired, "the burst Ready", func(ctx context.Context) (bool, error) { return fw.allReady(ctx, objs) })
+	})
+	if err != nil {
+		return c, err
+	}
+	fw.r.fault(FaultLeaderPartition)
+	c.Point, c.Progress = tr.point, fw.progress(tr, len(objs), "created", "CREATE ROLE")
+	if err := fw.successor(ctx, &c, leader.name, tr.at); err != nil {
+		return c, err
+	}
+	if err := fw.waitReady(ctx, readyTimeout, objs...); err != nil {
+		return c, err
+	}
+	c.Finish = time.Since(tr.at)
+	var at time.Time
+	if at, c.Exited = leader.waitExit(ctx, exitBound); c.Exited {
+		c.ExitAfter = at.Sub(tr.at)
+	} else {
+		fw.r.note("%s, cut off from the API server, did not exit within %s; killed", leader.name, exitBound)
+		leader.kill()
+	}
+	fw.zombie(&c, leader)
+	_, err = fw.replicas.start("r")
+	return c, err
+}
+
+// zombie counts what the replica sent PostgreSQL after its lease passed,
+// and the calls its log says the fence refused.
+func (fw *failoverWorld) zombie(c *FailoverCase, r *replica) {
+	if b, err := os.ReadFile(r.log.Name()); err == nil {
+		c.Refused = strings.Count(string(b), clientpool.ErrFenced.Error())
+	}
+	lost := lostAt(fw.lease.history())[r.name]
+	for _, e := range fw.tap.snapshot() {
+		if e.Replica != r.name || e.At.Before(lost) {
+			continue
+		}
+		c.ZombieBytes += e.Bytes
+		switch e.Kind {
+		case wireSession, wireStatement, wirePrepare:
+			c.ZombieCalls++
+		case wireTerminate, wireCancel:
+			c.ZombieHousekeeping++
+		}
+	}
+}
 
 // pauseThenWake stops the leader after a random statement of a burst,
 // waits until the standby leads and has finished the burst, then wakes the
@@ -703,29 +778,14 @@ func (fw *failoverWorld) pauseThenWake(ctx context.Context) (FailoverCase, error
 	}
 	c.Finish = time.Since(tr.at)
 	woke := leader.resume()
-	c.Exited = leader.waitExit(ctx, exitBound)
-	if c.Exited {
-		c.ExitAfter = time.Since(woke)
+	var at time.Time
+	if at, c.Exited = leader.waitExit(ctx, exitBound); c.Exited {
+		c.ExitAfter = at.Sub(woke)
 	} else {
 		fw.r.note("%s did not exit within %s of waking; killed", leader.name, exitBound)
 		leader.kill()
 	}
-	if b, err := os.ReadFile(leader.log.Name()); err == nil {
-		c.Refused = strings.Count(string(b), clientpool.ErrFenced.Error())
-	}
-	lost := lostAt(fw.lease.history())[leader.name]
-	for _, e := range fw.tap.snapshot() {
-		if e.Replica != leader.name || e.At.Before(lost) {
-			continue
-		}
-		c.ZombieBytes += e.Bytes
-		switch e.Kind {
-		case wireSession, wireStatement, wirePrepare:
-			c.ZombieCalls++
-		case wireTerminate, wireCancel:
-			c.ZombieHousekeeping++
-		}
-	}
+	fw.zombie(&c, leader)
 	return c, nil
 }
 
@@ -874,7 +934,7 @@ func (r FailoverReport) Table(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tn\ttakeover (min/median/max)\tfirst call\tfinish\tzombie calls\tzombie housekeeping\tzombie bytes\trefused by the fence\texited")
-	for _, kind := range []string{CaseBurst, CaseNamespace, CaseSweep, CasePause} {
+	for _, kind := range []string{CaseBurst, CaseNamespace, CaseSweep, CasePartition, CasePause} {
 		cs := byKind[kind]
 		if len(cs) == 0 {
 			continue
@@ -887,7 +947,7 @@ func (r FailoverReport) Table(w io.Writer) error {
 			}
 		}
 		zc, zh, zb, zr, ex := "-", "-", "-", "-", "-"
-		if kind == CasePause {
+		if kind == CasePause || kind == CasePartition {
 			zc, zh, zb, zr, ex = strconv.Itoa(calls), strconv.Itoa(house), strconv.Itoa(bytes), strconv.Itoa(refused), fmt.Sprintf("%d/%d", exited, len(cs))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", kind, len(cs),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,10 +15,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/postgres/cmd/operator/app"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/ledger"
 )
 
@@ -58,12 +61,16 @@ type replica struct {
 	cmd     *exec.Cmd
 	log     *os.File
 	started time.Time
+	// api is the replica's own way to the API server, so that it alone
+	// can be cut off.
+	api *faultinject.Proxy
 
 	exited chan struct{} // closed when the process has exited
 	mu     sync.Mutex
-	// exitErr is the process's exit (Wait's error); guarded by mu, set
-	// before exited is closed.
-	exitErr error
+	// exitErr is the process's exit (Wait's error) and exitedAt when Wait
+	// saw it; guarded by mu, set before exited is closed.
+	exitErr  error
+	exitedAt time.Time
 	// killed, paused and resumed are when the scenario did that; guarded
 	// by mu.
 	killed, paused, resumed time.Time
@@ -86,8 +93,12 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 	s.seq++
 	name := fmt.Sprintf("%s%d", prefix, s.seq)
 	s.mu.Unlock()
+	api, kubeconfig, err := s.apiProxy(name)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
-		"--kubeconfig", s.kubeconfig, "--records-namespace", s.recNS,
+		"--kubeconfig", kubeconfig, "--records-namespace", s.recNS,
 		"--watch-namespaces", strings.Join(s.watch, ","),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--leader-elect", "--leader-elect-identity", name,
@@ -103,20 +114,22 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 	}
 	f, err := os.Create(fmt.Sprintf("%s/%s.log", s.dir, name))
 	if err != nil {
+		_ = api.Close() // unused
 		return nil, fmt.Errorf("failover: replica log: %w", err)
 	}
 	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(os.Environ(), replicaEnv+"=1", "PGAPPNAME="+name, ledger.NamespaceEnv+"="+s.recNS)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
-		_ = f.Close() // nothing was written
+		_ = f.Close()   // nothing was written
+		_ = api.Close() // unused
 		return nil, fmt.Errorf("failover: start replica %s: %w", name, err)
 	}
-	r := &replica{name: name, cmd: cmd, log: f, started: time.Now(), exited: make(chan struct{})}
+	r := &replica{name: name, cmd: cmd, log: f, api: api, started: time.Now(), exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		r.mu.Lock()
-		r.exitErr = err
+		r.exitErr, r.exitedAt = err, time.Now()
 		r.mu.Unlock()
 		close(r.exited)
 	}()
@@ -124,6 +137,37 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 	s.all[name] = r
 	s.mu.Unlock()
 	return r, nil
+}
+
+// apiProxy puts a proxy in front of the API server for one replica and
+// writes the kubeconfig that goes through it (the server's certificate
+// names 127.0.0.1, which the proxy listens on too).
+func (s *replicaSet) apiProxy(name string) (*faultinject.Proxy, string, error) {
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
+	if err != nil {
+		return nil, "", fmt.Errorf("failover: read the kubeconfig: %w", err)
+	}
+	var target string
+	for _, c := range cfg.Clusters {
+		u, err := url.Parse(c.Server)
+		if err != nil {
+			return nil, "", fmt.Errorf("failover: the kubeconfig's server %q: %w", c.Server, err)
+		}
+		target = u.Host
+	}
+	p, err := faultinject.NewProxy(target)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + p.Addr()
+	}
+	path := fmt.Sprintf("%s/%s.kubeconfig", s.dir, name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		_ = p.Close() // unused
+		return nil, "", fmt.Errorf("failover: write the replica's kubeconfig: %w", err)
+	}
+	return p, path, nil
 }
 
 func (s *replicaSet) get(name string) *replica {
@@ -200,19 +244,22 @@ func (r *replica) stop() {
 		<-r.exited
 	}
 	_ = r.log.Close() // the log is complete
+	_ = r.api.Close() // the process is gone
 }
 
-// waitExit waits until the replica exits, up to d.
-func (r *replica) waitExit(ctx context.Context, d time.Duration) bool {
+// waitExit waits until the replica exits, up to d, and says when it did.
+func (r *replica) waitExit(ctx context.Context, d time.Duration) (time.Time, bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-r.exited:
-		return true
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.exitedAt, true
 	case <-t.C:
-		return false
+		return time.Time{}, false
 	case <-ctx.Done():
-		return false
+		return time.Time{}, false
 	}
 }
 

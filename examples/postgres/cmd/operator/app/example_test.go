@@ -12,7 +12,7 @@ import (
 // Election timings that the elector would reject fail before the operator
 // starts, naming the flags.
 func ExampleMain() {
-	err := app.Main(context.Background(), []string{"--leader-elect", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=5s"}, io.Discard)
+	err := app.Main(context.Background(), []string{"--leader-elect", "--records-namespace=operators", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=5s"}, io.Discard)
 	fmt.Println(errors.Is(err, app.ErrFlags))
 	fmt.Println(err)
 	// Output:
