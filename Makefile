@@ -7,7 +7,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube kube-embed kube-cold tidy controller-gen vet lint bench campaign
+.PHONY: demo test deps postgres kube kube-embed kube-cold tidy controller-gen vet lint bench campaign model
 
 demo: deps
 	@echo "== building and running the demo"
@@ -86,10 +86,20 @@ lint:
 # 0). About 9 runs a minute on 2 cores with 2 workers: this takes hours;
 # CAMPAIGN_RUNS and CAMPAIGN_SEED change it. A failing run prints its seed:
 #   go run ./cmd/finale scenario campaign --seed SEED --runs 1 replays it.
+# CAMPAIGN_APISERVERS=true adds a second kube-apiserver per world and its
+# faults (stale-apiserver-lag, apiserver-partition, apiserver-failover).
 CAMPAIGN_RUNS ?= 1000
 CAMPAIGN_SEED ?= 1
+CAMPAIGN_APISERVERS ?= true
 campaign: deps
-	$(GO) run ./cmd/finale scenario campaign --seed $(CAMPAIGN_SEED) --runs $(CAMPAIGN_RUNS)
+	$(GO) run ./cmd/finale scenario campaign --seed $(CAMPAIGN_SEED) --runs $(CAMPAIGN_RUNS) --apiservers=$(CAMPAIGN_APISERVERS)
+
+# The deletion protocol (lifecycle, ledger, hold, sweep, capture),
+# model-checked: every state of the small worlds, every naive variant's
+# counterexample, with state counts and times. make test runs the CI-sized
+# part (internal/model's tests); this is the full suite.
+model:
+	$(GO) run ./internal/model/cmd/model
 
 # Every benchmark, each reported against a baseline measured in the same
 # run (direct calls, the naive build, dropping the same roles directly).

@@ -55,6 +55,11 @@ type Options struct {
 	BinDir string
 	// APIServerFlags are appended to kube-apiserver's flags.
 	APIServerFlags []string
+	// APIServers is how many kube-apiservers run on the one etcd; zero
+	// means one. Every one after the first reaches etcd through its own
+	// EtcdLink (see APIServer), so that its watch cache can be made to lag
+	// or be partitioned; ControlPlane.AddAPIServer adds more later.
+	APIServers int
 }
 
 // ControlPlane is a running local control plane.
@@ -70,9 +75,10 @@ type ControlPlane struct {
 
 	dir string
 
-	mu      sync.Mutex // guards procs and stopped
+	mu      sync.Mutex // guards procs, stopped and more
 	procs   []*process
 	stopped bool
+	more    *extra // apiservers after the first, and fronts (apiservers.go)
 }
 
 type process struct {
@@ -186,6 +192,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	cp.Started[kubebin.KubeControllerManager] = time.Since(t0)
+	if err := cp.startMore(ctx, opts); err != nil {
+		return nil, err
+	}
 	return cp, nil
 }
 
@@ -268,6 +277,9 @@ func (cp *ControlPlane) Stop() error {
 		// Anything the component left in its group goes too.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
+	if err := cp.closeMore(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(cp.dir); err != nil {
 		errs = append(errs, fmt.Errorf("controlplane: remove %s: %w", cp.dir, err))
 	}
@@ -275,12 +287,18 @@ func (cp *ControlPlane) Stop() error {
 }
 
 func (cp *ControlPlane) spawn(ctx context.Context, name string, args ...string) (*process, error) {
+	return cp.spawnAs(ctx, name, name, args...)
+}
+
+// spawnAs runs binary bin under another name (its log's and process's),
+// for a second instance of one component.
+func (cp *ControlPlane) spawnAs(ctx context.Context, name, bin string, args ...string) (*process, error) {
 	logPath := filepath.Join(cp.dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	cmd := exec.Command(kubebin.Path(cp.BinDir, name), args...)
+	cmd := exec.Command(kubebin.Path(cp.BinDir, bin), args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = cp.dir
 	// Own process group, so Stop can signal everything the component

@@ -47,6 +47,17 @@
 // Accepted, Refused and Active count connections, so a test can prove that
 // a recovery really went through a new connection.
 //
+// # LagProxy
+//
+// LagProxy is the link for stale views from a real server: everything its
+// target sends reaches the client a set time after it arrived (a pipeline,
+// not one chunk after another, so a busy connection is exactly that far
+// behind and no further), Partition cuts it both ways and refuses new
+// connections, and Retarget fails new connections over to another target
+// and resets the established ones. controlplane puts one between each
+// extra kube-apiserver and etcd (its watch cache lags) and one in front of
+// apiservers (a load balancer that fails over).
+//
 // # Decisions
 //
 // The proxy is written here rather than taken from toxiproxy's Go packages.

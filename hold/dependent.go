@@ -15,6 +15,13 @@ import (
 // requeue" (RequeueAfter 0).
 const minRetry = time.Millisecond
 
+// SecretHeld reports whether secret, parent's credential Secret as read
+// (metadata is enough), carries the hold and is not being deleted: with
+// Held(parent), what a dependent confirms live before it creates.
+func (h *Hold) SecretHeld(secret client.Object) bool {
+	return secret != nil && !deleting(secret) && hasFinalizer(secret, h.cfg.Finalizer)
+}
+
 // Held reports whether parent is usable by a dependent that is about to
 // create something external: it carries the hold finalizer (so it and its
 // Secret will outlive the dependent's cleanup) and is not being deleted.

@@ -173,6 +173,13 @@ type Config struct {
 	Owned Owned
 	// Recorder is optional; nil drops Events.
 	Recorder Recorder
+	// Live reads from the API server itself (the manager's APIReader;
+	// SetupWithManager fills it in). A hold is taken off a parent or a
+	// Secret only after a live count agrees with the cache's that nothing
+	// needs it: a cache that lags (rebuilt after a restart, behind a
+	// lagging apiserver) must not strand a dependent. nil trusts the
+	// reader the reconcilers are given.
+	Live client.Reader
 	// Classifier names the class of an Access error in the
 	// HoldAccessNotReady Event (the error itself goes to the log only);
 	// nil is errclass.Default.

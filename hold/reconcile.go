@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +51,9 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if h.cfg.Recorder == nil {
 		h.cfg.Recorder = mgr.GetEventRecorder("finale-hold")
+	}
+	if h.cfg.Live == nil {
+		h.cfg.Live = mgr.GetAPIReader()
 	}
 	name := "hold-" + strings.ToLower(h.cfg.ParentKind)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(newObject(h.cfg.Parent))
@@ -98,7 +102,17 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 			return true // no parent to wake
 		}
 		p := newObject(h.cfg.Parent)
-		return r.Get(ctx, k, p) == nil && !deleting(p) && hasFinalizer(p, h.cfg.Finalizer)
+		if r.Get(ctx, k, p) != nil || deleting(p) || !hasFinalizer(p, h.cfg.Finalizer) {
+			return false
+		}
+		// A held parent whose Secret lost its hold is not settled: the
+		// parent's pass puts it back.
+		name := h.cfg.SecretName(p)
+		if name == "" {
+			return true
+		}
+		s := secretMeta()
+		return r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: name}, s) == nil && hasFinalizer(s, h.cfg.Finalizer)
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -180,6 +194,17 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 		}
 	}
 	v := decide(o, h.cfg.AccessPolicy, h.cfg.Recheck)
+	if (v.Action == actDrop || (v.Action == actRelease && v.Reason == ReleasedDependentsDone)) && hasFinalizer(parent, h.cfg.Finalizer) && h.cfg.Live != nil {
+		// Nothing needs the parent, says the cache: ask the API server.
+		n, err := h.liveDependents(ctx, parent)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if n > 0 {
+			logf.FromContext(ctx).Info("hold: the cache missed dependents; keeping the hold", "parent", key, "dependents", n)
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+	}
 	switch v.Action {
 	case actKeep:
 		if err := h.holdSecret(ctx, r, w, parent); err != nil {
@@ -232,11 +257,17 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 }
 
 // holdSecret puts the finalizer on parent's Secret before the parent's
-// own, so that a parent seen as held always has a held Secret.
+// own, so that a parent seen as held always has a held Secret. The Secret
+// is read live when the hold has a live reader: a cached copy that still
+// shows a hold the Secret reconciler has just taken off would make this a
+// no-op and leave a held parent with an unheld Secret.
 func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer, parent client.Object) error {
 	name := h.cfg.SecretName(parent)
 	if name == "" {
 		return nil
+	}
+	if h.cfg.Live != nil {
+		r = h.cfg.Live
 	}
 	s := secretMeta()
 	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, s); err != nil {
@@ -289,8 +320,79 @@ func (h *Hold) reconcileSecret(ctx context.Context, r client.Reader, w client.Wr
 	if err != nil {
 		return err
 	}
+	if !needed && hasFinalizer(s, h.cfg.Finalizer) && h.cfg.Live != nil {
+		// About to let the Secret go on the cache's word: a parent's hold
+		// written a moment ago, or a dependent the cache has not seen, must
+		// keep it.
+		if needed, err = h.liveNeedsSecret(ctx, key); err != nil {
+			return err
+		}
+	}
 	_, err = setFinalizer(ctx, w, s, h.cfg.Finalizer, needed)
 	return err
+}
+
+// liveNeedsSecret is reconcileSecret's verdict read from the API server.
+func (h *Hold) liveNeedsSecret(ctx context.Context, key types.NamespacedName) (bool, error) {
+	list, err := listFactory(h.cfg.Scheme, h.cfg.Parent)
+	if err != nil {
+		return false, err
+	}
+	parents, err := list()
+	if err != nil {
+		return false, err
+	}
+	if err := h.cfg.Live.List(ctx, parents, client.InNamespace(key.Namespace)); err != nil {
+		return false, fmt.Errorf("hold: list %s live: %w", h.cfg.ParentKind, err)
+	}
+	needed := false
+	err = forEach(parents, func(p client.Object) error {
+		if needed || h.cfg.SecretName(p) != key.Name {
+			return nil
+		}
+		if hasFinalizer(p, h.cfg.Finalizer) {
+			needed = true
+			return nil
+		}
+		if deleting(p) {
+			return nil
+		}
+		n, err := h.liveDependents(ctx, p)
+		needed = n > 0
+		return err
+	})
+	return needed, err
+}
+
+// liveDependents counts parent's dependents as Dependents does, read from
+// the API server (no field index there: the namespace is listed and
+// filtered by ParentName).
+func (h *Hold) liveDependents(ctx context.Context, parent client.Object) (int, error) {
+	n := 0
+	parentDeleting := deleting(parent)
+	for _, d := range h.dependents {
+		list, err := d.newList()
+		if err != nil {
+			return 0, fmt.Errorf("hold: list %s: %w", d.Kind, err)
+		}
+		if err := h.cfg.Live.List(ctx, list, client.InNamespace(parent.GetNamespace())); err != nil {
+			return 0, fmt.Errorf("hold: list %s live: %w", d.Kind, err)
+		}
+		err = forEach(list, func(o client.Object) error {
+			if d.ParentName(o) != parent.GetName() {
+				return nil
+			}
+			cleaning := hasFinalizer(o, d.CleanupFinalizer)
+			if cleaning || (!parentDeleting && !deleting(o)) {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // setActive records whether the parent at key is held while deleting and

@@ -345,6 +345,10 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	if errors.Is(err, errStale) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
+	if errors.Is(err, errSecretUnheld) {
+		st.synced(false, ReasonWaitingForHold, MessageWaitingHold, "Secret", r.o.Hold.SecretName(conn.Parent))
+		return reconcile.Result{RequeueAfter: min(r.o.RetryInterval, time.Second)}, nil
+	}
 	if err != nil {
 		return r.failed(ctx, st, err, ReasonReconcileError, MessageError)
 	}
@@ -477,8 +481,26 @@ func (r *Reconciler[O, K, C]) confirmLive(ctx context.Context, obj O, conn Conne
 	if parent.GetUID() != conn.Parent.GetUID() || !r.o.Hold.Held(parent) {
 		return errStale
 	}
+	// The Secret too: the hold puts its finalizer there first, but a
+	// Secret reconciler working from a stale cache may have taken it off
+	// since (found by internal/model).
+	if name := r.o.Hold.SecretName(parent); name != "" {
+		s := &metav1.PartialObjectMetadata{}
+		s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		err := r.o.APIReader.Get(ctx, client.ObjectKey{Namespace: parent.GetNamespace(), Name: name}, s)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("lifecycle: confirm the hold on Secret %s/%s before creating: %w", parent.GetNamespace(), name, err)
+		}
+		if err == nil && !r.o.Hold.SecretHeld(s) {
+			return errSecretUnheld
+		}
+	}
 	return nil
 }
+
+// errSecretUnheld stops a create through a held parent whose Secret has
+// lost its hold; the hold's next pass over the parent puts it back.
+var errSecretUnheld = errors.New("lifecycle: the parent's credential Secret does not carry its hold; not creating until it does")
 
 func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K, C]) (reconcile.Result, error) {
 	if !controllerutil.ContainsFinalizer(obj, r.o.Finalizer) {
@@ -651,8 +673,14 @@ func (r *Reconciler[O, K, C]) skipStale(obj O) bool {
 	return false
 }
 
-// supersede remembers that a write replaced obj's version rv.
+// supersede remembers that a write replaced obj's version rv. A write that
+// made no new version (an empty patch) replaced nothing: remembering it
+// would skip every later reconcile of an object no watch event will bring
+// again.
 func (r *Reconciler[O, K, C]) supersede(obj client.Object, rv string) {
+	if obj.GetResourceVersion() == rv {
+		return
+	}
 	var rvs []string
 	if v, ok := r.superseded.Load(obj.GetUID()); ok {
 		rvs = v.([]string)

@@ -99,3 +99,24 @@ func TestPolicyShapes(t *testing.T) {
 		t.Errorf("an int DeletionPolicy = %v, want refused", err)
 	}
 }
+
+// A write that made no new version (an empty patch after a conflict)
+// supersedes nothing: remembering its version would skip every later
+// reconcile of an object no watch event brings again (found by the
+// stale-apiserver campaign, seed 4).
+func TestSupersedeOnlyNewVersions(t *testing.T) {
+	r := &Reconciler[*stringPolicy, string, int]{}
+	obj := &stringPolicy{}
+	obj.SetUID("u")
+	obj.SetResourceVersion("7")
+	r.supersede(obj, "7")
+	if r.skipStale(obj) {
+		t.Fatal("a version no write replaced is skipped")
+	}
+	obj.SetResourceVersion("8")
+	r.supersede(obj, "7")
+	obj.SetResourceVersion("7")
+	if !r.skipStale(obj) {
+		t.Fatal("a version a write replaced is not skipped")
+	}
+}

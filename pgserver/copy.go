@@ -28,14 +28,9 @@ func (s *Server) Copy(ctx context.Context) (c *Server, err error) {
 			_ = c.Stop()
 		}
 	}()
-	cred, err := credential()
+	cred, err := ownDir(dir)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("pgserver: %w", err)
-		}
 	}
 	data := filepath.Join(dir, "data")
 	backup := exec.CommandContext(ctx, filepath.Join(bin, "pg_basebackup"),

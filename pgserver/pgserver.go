@@ -97,14 +97,9 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 			_ = s.Stop()
 		}
 	}()
-	cred, err := credential()
+	cred, err := ownDir(dir)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("pgserver: %w", err)
-		}
 	}
 	if s.Password, err = randomPassword(); err != nil {
 		return nil, err
@@ -325,6 +320,19 @@ func findBinDir() string {
 		return ""
 	}
 	return dir
+}
+
+// ownDir gives dir to the user postgres runs as and returns that user's
+// credential (nil: ourselves).
+func ownDir(dir string) (*syscall.Credential, error) {
+	cred, err := credential()
+	if err != nil || cred == nil {
+		return cred, err
+	}
+	if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		return nil, fmt.Errorf("pgserver: %w", err)
+	}
+	return cred, nil
 }
 
 // credential is the postgres user's when running as root, else nil (run as

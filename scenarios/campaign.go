@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,14 @@ type CampaignOptions struct {
 	// Naive runs the schedules against the build with the guarantees
 	// switched off, to show what the campaign catches.
 	Naive bool
+	// APIServers adds the apiserver fault kinds to the schedules
+	// (stale-apiserver-lag, apiserver-partition, apiserver-failover): each
+	// world gets a kube-apiserver of its own on the control plane's etcd,
+	// behind an etcd link that lags or partitions, and the operator reads
+	// its cache through one front and writes (and reads live) through
+	// another, the cache starting on the lagging apiserver. Off, schedules
+	// are drawn exactly as before it existed, so earlier seeds replay.
+	APIServers bool
 }
 
 // DefaultSteps is the schedule length when CampaignOptions.Steps is zero.
@@ -57,7 +66,13 @@ const (
 	StepPause          = "pause-workers"
 	StepClockJump      = "clock-jump"
 	StepStaleEvents    = "stale-events"
+	StepAPILag         = FaultAPILag
+	StepAPIPartition   = FaultAPIPartition
+	StepAPIFailover    = FaultAPIFailover
 )
+
+// apiserverKinds are drawn too with CampaignOptions.APIServers.
+var apiserverKinds = []string{StepAPILag, StepAPIPartition, StepAPIFailover}
 
 var stepKinds = []string{
 	StepCreateRole, StepCreateDatabase, StepDelete, StepDelete, StepDeleteSecret, StepDeleteNS,
@@ -78,7 +93,7 @@ func (s step) String() string {
 		return fmt.Sprintf("%s object #%d", s.kind, s.arg)
 	case StepClockJump:
 		return fmt.Sprintf("%s +%dm", s.kind, s.arg)
-	case StepLatency, StepStaleEvents:
+	case StepLatency, StepStaleEvents, StepAPILag:
 		return fmt.Sprintf("%s %dms", s.kind, s.arg)
 	}
 	return s.kind
@@ -86,11 +101,14 @@ func (s step) String() string {
 
 // schedule draws a run's steps from its seed: the same seed, the same
 // schedule.
-func schedule(seed int64, n int) []step {
+func schedule(seed int64, n int) []step { return scheduleOf(seed, n, stepKinds) }
+
+// scheduleOf draws from kinds.
+func scheduleOf(seed int64, n int, kinds []string) []step {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x66696e616c65)) // "finale"
 	out := make([]step, 0, n)
 	for range n {
-		s := step{kind: stepKinds[rng.IntN(len(stepKinds))]}
+		s := step{kind: kinds[rng.IntN(len(kinds))]}
 		switch s.kind {
 		case StepDelete:
 			s.arg = rng.IntN(4)
@@ -102,6 +120,8 @@ func schedule(seed int64, n int) []step {
 			s.arg = 50 + rng.IntN(300)
 		case StepStaleEvents:
 			s.arg = 200 + rng.IntN(1800)
+		case StepAPILag:
+			s.arg = 100 + rng.IntN(9901) // 0.1 to 10 s
 		}
 		out = append(out, s)
 	}
@@ -143,9 +163,18 @@ func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer)
 			}
 		}
 	}()
+	kinds := stepKinds
+	if opts.APIServers {
+		kinds = append(slices.Clone(stepKinds), apiserverKinds...)
+	}
 	for i := range worlds {
 		if worlds[i], err = newWorld(ctx, env, opts.Naive); err != nil {
 			return rep, err
+		}
+		if opts.APIServers {
+			if err := worlds[i].addAPIServer(ctx); err != nil {
+				return rep, err
+			}
 		}
 	}
 	u, err := SeedUntagged(ctx, worlds[0].db, worlds[0].prefix, 2)
@@ -162,7 +191,7 @@ func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer)
 	err = onWorlds(ctx, worlds, opts.Runs, func(w *world, i int) {
 		o := &outcomes[i]
 		o.seed = opts.Seed + int64(i)
-		steps := schedule(o.seed, opts.Steps)
+		steps := scheduleOf(o.seed, opts.Steps, kinds)
 		for _, s := range steps {
 			o.sched = append(o.sched, s.String())
 		}
@@ -218,6 +247,9 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 	}
 	w.stop()
 	w.only = []string{ns}
+	if err := w.routeDefault(); err != nil {
+		return err
+	}
 	if err := w.start(ctx, nil); err != nil {
 		return err
 	}
@@ -303,6 +335,28 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 			if w.delayRoleEvents(time.Duration(s.arg) * time.Millisecond) {
 				r.fault(FaultStaleEvents)
 			}
+		case StepAPILag:
+			// The second apiserver sees etcd late: whatever the
+			// operator's cache reads through it is that far behind.
+			if w.apiB != nil {
+				w.apiB.EtcdLink.SetLag(time.Duration(s.arg) * time.Millisecond)
+				r.fault(FaultAPILag)
+			}
+		case StepAPIPartition:
+			if w.apiB != nil {
+				w.apiB.EtcdLink.Partition(true)
+				r.fault(FaultAPIPartition)
+			}
+		case StepAPIFailover:
+			// The fronts swap apiservers: the cache moves to the other
+			// one (from the lagging one to the fresh one, or back: time
+			// travel), and so do the writes.
+			if err := w.failover(); err != nil {
+				return err
+			}
+			if w.apiB != nil {
+				r.fault(FaultAPIFailover)
+			}
 		}
 		w.settle(ctx, objs)
 	}
@@ -318,6 +372,12 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 	if err != nil {
 		return err
 	}
+	if len(vs) > 0 {
+		left := w.leftovers(ctx, ns)
+		for i := range vs {
+			vs[i].Detail += "; left: " + left
+		}
+	}
 	r.add(vs...)
 	if len(vs) > 0 {
 		return w.release(ctx, ns)
@@ -332,6 +392,10 @@ func (w *world) heal() {
 	w.proxy.Thaw()
 	w.proxy.Refuse(false)
 	w.proxy.SetLatency(0)
+	if w.apiB != nil {
+		w.apiB.EtcdLink.SetLag(0)
+		w.apiB.EtcdLink.Partition(false)
+	}
 }
 
 // settle gives the operator a moment to act on the last step: it waits,

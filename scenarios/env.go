@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -121,6 +122,13 @@ type world struct {
 	// events delays the running operator's Role controller's watch events
 	// (the randomized campaign's stale views); each start makes a new one.
 	events *faultinject.EventFault
+
+	// apiB, cacheFront and writeFront are set by addAPIServer (the
+	// campaign's apiserver faults, apiservers.go): the world's own second
+	// apiserver and the fronts the operator's cache and writes go through.
+	// Written only by the goroutine driving the world.
+	apiB                   *controlplane.APIServer
+	cacheFront, writeFront *controlplane.Front
 }
 
 func newScheme() *runtime.Scheme {
@@ -173,6 +181,7 @@ func (w *world) close() {
 	w.stop()
 	_ = w.proxy.Close()
 	_ = w.db.Close(context.Background())
+	w.closeAPIServer()
 }
 
 func (w *world) namespace(ctx context.Context, prefix string) (string, error) {
@@ -202,8 +211,12 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 		nss = append([]string{w.recNS}, w.only...)
 	}
 	// The operator outlives the call that starts it: stop ends it.
+	cfg, cacheCfg, writeCfg := w.env.ControlPlane.Config, (*rest.Config)(nil), (*rest.Config)(nil)
+	if w.cacheFront != nil {
+		cfg, cacheCfg, writeCfg = w.writeFront.Config, w.cacheFront.Config, w.writeFront.Config
+	}
 	run, err := operator.Start(context.WithoutCancel(ctx), operator.Options{
-		Config: w.env.ControlPlane.Config, Scheme: w.scheme, Script: script, Namespaces: nss,
+		Config: cfg, CacheConfig: cacheCfg, WriteConfig: writeCfg, Scheme: w.scheme, Script: script, Namespaces: nss,
 		Operator: controller.Options{
 			Statements: stmts,
 			WrapReconciler: func(name string, r reconcile.Reconciler) reconcile.Reconciler {
@@ -344,17 +357,8 @@ func (w *world) waitReady(ctx context.Context, timeout time.Duration, objs ...cl
 
 // conditionsOf says where an object that is not Ready stands.
 func conditionsOf(o client.Object) string {
-	var cs []metav1.Condition
-	switch o := o.(type) {
-	case *v1alpha1.Role:
-		cs = o.Status.Conditions
-	case *v1alpha1.Database:
-		cs = o.Status.Conditions
-	case *v1alpha1.Server:
-		cs = o.Status.Conditions
-	}
 	var parts []string
-	for _, c := range cs {
+	for _, c := range statusConditions(o) {
 		parts = append(parts, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
 	if len(parts) == 0 {
@@ -363,17 +367,20 @@ func conditionsOf(o client.Object) string {
 	return strings.Join(parts, "; ")
 }
 
-func ready(o client.Object) bool {
-	var cs []metav1.Condition
+func statusConditions(o client.Object) []metav1.Condition {
 	switch o := o.(type) {
 	case *v1alpha1.Role:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	case *v1alpha1.Database:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	case *v1alpha1.Server:
-		cs = o.Status.Conditions
+		return o.Status.Conditions
 	}
-	for _, c := range cs {
+	return nil
+}
+
+func ready(o client.Object) bool {
+	for _, c := range statusConditions(o) {
 		if c.Type == v1alpha1.ConditionReady {
 			return c.Status == metav1.ConditionTrue && c.ObservedGeneration >= o.GetGeneration()
 		}

@@ -39,6 +39,13 @@ const (
 	FaultServerDelete  = "server-delete"
 	FaultNSDelete      = "namespace-delete"
 	FaultStaleEvents   = "stale-events"
+	// FaultAPILag, FaultAPIPartition and FaultAPIFailover are a real second
+	// kube-apiserver's faults (CampaignOptions.APIServers): its watch cache
+	// lags, it is cut off from etcd, or the operator's traffic fails over
+	// between it and the first.
+	FaultAPILag       = "stale-apiserver-lag"
+	FaultAPIPartition = "apiserver-partition"
+	FaultAPIFailover  = "apiserver-failover"
 )
 
 // ErrUnknown is returned by Run for a name Names does not list.

@@ -35,6 +35,7 @@ commands:
                                         read-only; exits 2 on findings, 3 on pending records only
   scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
   scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
+                     [--apiservers]      with a second kube-apiserver's faults (lag, partition, failover)
   scenario failover [--seed N --runs K] two operator replicas as processes; the leader killed during creates,
                                         a namespace deletion and a sweep, then paused and woken; prints takeover times
 `

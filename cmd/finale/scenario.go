@@ -28,6 +28,7 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	runs := fs.Int("runs", 20, "campaign: how many randomized runs")
 	naive := fs.Bool("naive", false, "campaign: run against the build with the guarantees off (violations expected)")
 	workers := fs.Int("workers", 0, "campaign: runs in parallel (0 is the package default)")
+	apiservers := fs.Bool("apiservers", false, "campaign: add a second kube-apiserver per world and its faults (stale-apiserver-lag, apiserver-partition, apiserver-failover)")
 	if len(args) == 0 {
 		return fmt.Errorf("name a scenario: %s, or campaign", strings.Join(scenarios.Names(), ", "))
 	}
@@ -59,7 +60,7 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 		return failover(ctx, fs, name == scenarios.FailoverNaive, *seed, *runs, env, out)
 	}
 	if name == "campaign" {
-		rep, err := scenarios.Campaign(ctx, scenarios.CampaignOptions{Seed: *seed, Runs: *runs, Naive: *naive, Workers: *workers}, env, out)
+		rep, err := scenarios.Campaign(ctx, scenarios.CampaignOptions{Seed: *seed, Runs: *runs, Naive: *naive, Workers: *workers, APIServers: *apiservers}, env, out)
 		if err != nil {
 			return err
 		}

@@ -29,6 +29,12 @@ type Options struct {
 	Script *faultinject.Script
 	// Namespaces, when set, limits the manager's cache to them.
 	Namespaces []string
+	// CacheConfig, when set, is the apiserver the manager's cache lists
+	// and watches through (every cached read); WriteConfig, when set, the
+	// one its client writes through. Config stays the one live reads
+	// (GetAPIReader) go to. A lagging apiserver behind CacheConfig makes
+	// the operator decide on the stale views that apiserver serves.
+	CacheConfig, WriteConfig *rest.Config
 	// Operator configures the operator itself; SkipNameValidation is
 	// always set, as several managers run in one process.
 	Operator controller.Options
@@ -63,9 +69,23 @@ func Start(ctx context.Context, o Options) (*Running, error) {
 		}
 		opts.Cache = cache.Options{DefaultNamespaces: nss}
 	}
+	if o.CacheConfig != nil {
+		opts.NewCache = func(_ *rest.Config, co cache.Options) (cache.Cache, error) {
+			co.HTTPClient = nil // one for CacheConfig's apiserver
+			return cache.New(o.CacheConfig, co)
+		}
+	}
+	newClient := client.New
+	if o.WriteConfig != nil {
+		newClient = func(_ *rest.Config, co client.Options) (client.Client, error) {
+			co.HTTPClient = nil // one for WriteConfig's apiserver
+			return client.New(o.WriteConfig, co)
+		}
+	}
+	opts.NewClient = newClient
 	if o.Script != nil {
 		opts.NewClient = func(cfg *rest.Config, co client.Options) (client.Client, error) {
-			c, err := client.New(cfg, co)
+			c, err := newClient(cfg, co)
 			if err != nil {
 				return nil, err
 			}
