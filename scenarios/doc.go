@@ -79,8 +79,9 @@
 // Parse, Bind, Terminate and cancel request to its replica (by the
 // application_name pgx takes from $PGAPPNAME; a cancel by the backend it
 // names); a poller keeps the Lease's holders and their acquireTimes. Each
-// run, seeded (run i uses Seed+i), SIGKILLs the leader after its k-th
-// statement (k random) during a sweep of records whose owners were deleted
+// run, seeded (run i uses Seed+i), SIGKILLs the leader right after its
+// k-th CREATE or DROP (k random; k = 0 is after its first statement, the
+// work's checks under way) during a sweep of records whose owners were deleted
 // while no replica ran, a burst of creates and a namespace deletion,
 // starting a new standby after each; cuts the leader off from the API
 // server during a burst (each replica reaches it through a proxy of its

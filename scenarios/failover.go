@@ -38,9 +38,9 @@ const (
 
 // Fault kinds of the failover scenario.
 const (
-	// FaultLeaderKill: the leader is SIGKILLed at a random point (after
-	// its k-th PostgreSQL statement) of a burst of creates, a namespace
-	// deletion or a sweep.
+	// FaultLeaderKill: the leader is SIGKILLed at a random point (right
+	// after its k-th CREATE or DROP, k random, or after its first
+	// statement) of a burst of creates, a namespace deletion or a sweep.
 	FaultLeaderKill = "leader-kill"
 	// FaultLeaderPause: the leader is SIGSTOPped at a random point of a
 	// burst of creates, left stopped until the standby leads and has
@@ -92,7 +92,7 @@ type FailoverCase struct {
 	Kind string
 	// Leader is the replica hit, Successor the one that took over.
 	Leader, Successor string
-	// Point says where the leader was hit ("after its statement 7
+	// Point says where the leader was hit ("after its work statement 2
 	// (DROP ROLE ...)"), Progress how far it had got with the work.
 	Point, Progress string
 	// Takeover is from the fault to the successor's acquisition (its
@@ -340,8 +340,8 @@ func (fw *failoverWorld) waitLeader(ctx context.Context, not string) (term, erro
 }
 
 // trigger fires an action once, from the tap, when a replica (any, for
-// "") has sent its k-th statement since it was armed, or when fire is
-// called first. The action gets the replica that sent it.
+// "") has reached its point since it was armed, or when fire is called
+// first. The action gets the replica that sent it.
 type trigger struct {
 	once  sync.Once
 	fired chan struct{}
@@ -351,16 +351,54 @@ type trigger struct {
 	armed      time.Time
 }
 
-func (fw *failoverWorld) arm(replica string, k int, act func(*replica) time.Time) *trigger {
+// point is where a fault hits a replica: right after it sent its k-th
+// statement of the work (one starting with a prefix in work: a CREATE, a
+// DROP), or for k == 0 right after its first statement of any kind, before
+// the work proper (its checks and proofs under way). Counting the work's
+// own statements spreads the points over the work: the checks around each
+// create or drop outnumber them and vary in number.
+type point struct {
+	k    int
+	work []string
+}
+
+// pointIn draws a point uniformly among the start and the n statements of
+// the work.
+func (fw *failoverWorld) pointIn(n int, work ...string) point {
+	return point{k: fw.rng.IntN(n + 1), work: work}
+}
+
+// counts reports whether a statement counts towards the point.
+func (p point) counts(sql string) bool {
+	if p.k == 0 {
+		return true
+	}
+	for _, w := range p.work {
+		if strings.HasPrefix(sql, w) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p point) at(sql string) string {
+	if p.k == 0 {
+		return fmt.Sprintf("after its first statement (%s), before the work", sql)
+	}
+	return fmt.Sprintf("after its work statement %d (%s)", p.k, sql)
+}
+
+func (fw *failoverWorld) arm(replica string, p point, act func(*replica) time.Time) *trigger {
 	tr := &trigger{fired: make(chan struct{}), armed: time.Now()}
+	target := int64(max(p.k, 1))
 	var n atomic.Int64
 	fw.tap.mu.Lock()
 	fw.tap.onEvent = func(e wireEvent) {
-		if e.Kind != wireStatement || e.Replica == "" || (replica != "" && e.Replica != replica) {
+		if e.Kind != wireStatement || e.Replica == "" || (replica != "" && e.Replica != replica) || !p.counts(e.SQL) {
 			return
 		}
-		if n.Add(1) == int64(k) {
-			tr.fire(fw.replicas.get(e.Replica), act, fmt.Sprintf("after its statement %d (%s)", k, e.SQL))
+		if n.Add(1) == target {
+			tr.fire(fw.replicas.get(e.Replica), act, p.at(e.SQL))
 		}
 	}
 	fw.tap.mu.Unlock()
@@ -380,16 +418,16 @@ func (fw *failoverWorld) disarm() {
 	fw.tap.mu.Unlock()
 }
 
-// hit arms act on the leader's k-th statement, runs work, and fires act at
-// the end of work if the leader had not sent k statements by then. A nil
+// hit arms act on the leader's point p, runs work, and fires act at the
+// end of work if the leader had not reached p by then. A nil
 // leader is whichever replica sends the statements (the one that will
 // lead), which must then be known by the end of work.
-func (fw *failoverWorld) hit(ctx context.Context, leader *replica, k int, act func(*replica) time.Time, work func(ctx context.Context, fired <-chan struct{}) error) (*trigger, error) {
+func (fw *failoverWorld) hit(ctx context.Context, leader *replica, p point, act func(*replica) time.Time, work func(ctx context.Context, fired <-chan struct{}) error) (*trigger, error) {
 	name := ""
 	if leader != nil {
 		name = leader.name
 	}
-	tr := fw.arm(name, k, act)
+	tr := fw.arm(name, p, act)
 	defer fw.disarm()
 	if err := work(ctx, tr.fired); err != nil {
 		return tr, err
@@ -405,7 +443,7 @@ func (fw *failoverWorld) hit(ctx context.Context, leader *replica, k int, act fu
 			return tr, err
 		}
 	}
-	tr.fire(leader, act, fmt.Sprintf("at the end of the work (it sent fewer than %d statements)", k))
+	tr.fire(leader, act, fmt.Sprintf("at the end of the work (it sent fewer than %d of its statements)", max(p.k, 1)))
 	return tr, nil
 }
 
@@ -500,7 +538,7 @@ func (fw *failoverWorld) burst(ctx context.Context, ns, prefix string, roles, db
 	return objs, nil
 }
 
-// killDuringCreates kills the leader after a random statement of a burst
+// killDuringCreates kills the leader at a random point of a burst
 // of creates; the standby finishes the burst.
 func (fw *failoverWorld) killDuringCreates(ctx context.Context) (FailoverCase, error) {
 	c := FailoverCase{Kind: CaseBurst}
@@ -510,7 +548,7 @@ func (fw *failoverWorld) killDuringCreates(ctx context.Context) (FailoverCase, e
 	}
 	c.Leader = leader.name
 	var objs []client.Object
-	tr, err := fw.hit(ctx, leader, 1+fw.rng.IntN(40), kill, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(10, "CREATE ROLE", "CREATE DATABASE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
 		if objs, err = fw.burst(ctx, fw.main, "b", 8, 2); err != nil {
 			return err
 		}
@@ -533,7 +571,7 @@ func (fw *failoverWorld) killDuringCreates(ctx context.Context) (FailoverCase, e
 }
 
 // killDuringNamespaceDeletion fills the second namespace, deletes it, and
-// kills the leader after a random statement of the deletion.
+// kills the leader at a random point of the deletion (among its drops).
 func (fw *failoverWorld) killDuringNamespaceDeletion(ctx context.Context) (FailoverCase, error) {
 	c := FailoverCase{Kind: CaseNamespace}
 	objs, err := fw.burst(ctx, fw.del, "n", 3, 1)
@@ -554,7 +592,7 @@ func (fw *failoverWorld) killDuringNamespaceDeletion(ctx context.Context) (Failo
 		err := fw.c.Get(ctx, client.ObjectKey{Name: fw.del}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}
-	tr, err := fw.hit(ctx, leader, 1+fw.rng.IntN(16), kill, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(3, "DROP ROLE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
 		if err := fw.deleteNamespace(ctx, fw.del); err != nil {
 			return err
 		}
@@ -583,8 +621,8 @@ func (fw *failoverWorld) killDuringNamespaceDeletion(ctx context.Context) (Failo
 
 // killDuringSweep leaves records of owners that are gone (their Roles
 // deleted, finalizer and all, while no replica runs), starts two fresh
-// replicas, and kills the leader after a random statement once it runs:
-// its sweeper's proofs and drops among them. The successor finishes the
+// replicas, and kills the leader at a random point of its sweep (after its
+// first statement, or after one of its drops). The successor finishes the
 // sweep.
 func (fw *failoverWorld) killDuringSweep(ctx context.Context) (FailoverCase, error) {
 	c := FailoverCase{Kind: CaseSweep}
@@ -638,7 +676,7 @@ func (fw *failoverWorld) killDuringSweep(ctx context.Context) (FailoverCase, err
 	}
 	// Armed before the replicas start: the leader's first statements are
 	// its sweep (and its Servers' checks), and it may sweep at once.
-	tr, err := fw.hit(ctx, nil, 1+fw.rng.IntN(12), kill, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, nil, fw.pointIn(len(uids), "DROP ROLE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
 		for range 2 {
 			if _, err := fw.replicas.start("r"); err != nil {
 				return err
@@ -680,7 +718,7 @@ func (fw *failoverWorld) roleExists(ctx context.Context, name string) (bool, err
 const exitBound = 30 * time.Second
 
 // cutOff resets and refuses the leader's connections to the API server
-// after a random statement of a burst, PostgreSQL still reachable: it
+// at a random point of a burst, PostgreSQL still reachable: it
 // cannot renew, must stop calling PostgreSQL before the standby can lead,
 // and exit. The standby finishes the burst.
 func (fw *failoverWorld) cutOff(ctx context.Context) (FailoverCase, error) {
@@ -697,7 +735,7 @@ func (fw *failoverWorld) cutOff(ctx context.Context) (FailoverCase, error) {
 		return now
 	}
 	var objs []client.Object
-	tr, err := fw.hit(ctx, leader, 1+fw.rng.IntN(12), cut, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(5, "CREATE ROLE"), cut, func(ctx context.Context, fired <-chan struct{}) error {
 		if objs, err = fw.burst(ctx, fw.main, "c", 5, 0); err != nil {
 			return err
 		}
@@ -748,7 +786,7 @@ func (fw *failoverWorld) zombie(c *FailoverCase, r *replica) {
 	}
 }
 
-// pauseThenWake stops the leader after a random statement of a burst,
+// pauseThenWake stops the leader at a random point of a burst,
 // waits until the standby leads and has finished the burst, then wakes the
 // stopped one: it must send nothing, and exit.
 func (fw *failoverWorld) pauseThenWake(ctx context.Context) (FailoverCase, error) {
@@ -759,7 +797,7 @@ func (fw *failoverWorld) pauseThenWake(ctx context.Context) (FailoverCase, error
 	}
 	c.Leader = leader.name
 	var objs []client.Object
-	tr, err := fw.hit(ctx, leader, 1+fw.rng.IntN(12), pause, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(7, "CREATE ROLE", "CREATE DATABASE"), pause, func(ctx context.Context, fired <-chan struct{}) error {
 		if objs, err = fw.burst(ctx, fw.main, "p", 6, 1); err != nil {
 			return err
 		}
