@@ -592,7 +592,7 @@ func (fw *failoverWorld) killDuringNamespaceDeletion(ctx context.Context) (Failo
 		err := fw.c.Get(ctx, client.ObjectKey{Name: fw.del}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	}
-	tr, err := fw.hit(ctx, leader, fw.pointIn(3, "DROP ROLE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(len(objs)-2, "DROP ROLE", "DROP DATABASE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
 		if err := fw.deleteNamespace(ctx, fw.del); err != nil {
 			return err
 		}
