@@ -127,19 +127,21 @@ bench: deps
 	$(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./sweep/
 	$(GO) run ./cmd/finale bench -roles 1000
 
-# generate: the reference operator's deepcopy code and CRDs, from the
-# kubebuilder markers in examples/postgres/api, with a pinned controller-gen
-# (the same one examples/postgres/config/crd's drift test runs; running
-# generate once also puts it in the module cache that test reads offline).
+# generate: the example operators' deepcopy code and CRDs, from the
+# kubebuilder markers in examples/postgres/api and examples/keys/api, with a
+# pinned controller-gen (the same one the config/crd drift tests run;
+# running generate once also puts it in the module cache they read offline).
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-GENERATED     := examples/postgres/api examples/postgres/config/crd
+GENERATED     := examples/postgres/api examples/postgres/config/crd examples/keys/api examples/keys/config/crd
 
 .PHONY: generate verify-generate
 
 generate:
 	@echo "== controller-gen: examples/postgres deepcopy and CRDs"
 	$(CONTROLLER_GEN) object paths=./examples/postgres/api/... crd:crdVersions=v1 output:crd:dir=./examples/postgres/config/crd
+	@echo "== controller-gen: examples/keys deepcopy and CRDs"
+	$(CONTROLLER_GEN) object paths=./examples/keys/api/... crd:crdVersions=v1 output:crd:dir=./examples/keys/config/crd
 
 # verify-generate fails when the committed generated files differ from what
 # generate makes (changed or new files).

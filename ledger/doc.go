@@ -96,6 +96,46 @@
 // back it up with the records. Key.ID names it in sentinels, so two
 // installations sharing a service keep separate ones.
 //
+// # Services without a place for a sentinel
+//
+// A Prover needs somewhere, inside the service, that holds the token
+// enrolled for a Key.ID and answers from it. PostgreSQL has a table
+// (examples/postgres/catalog.Prove computes Respond in SQL). A service
+// without such a place has two ways, not equally strong:
+//
+//   - An identity endpoint (strong; what examples/keys/service does). The
+//     service stores the Enrollment a Question carries, once per KeyID and
+//     never replaced, and answers every Question itself: Respond over the
+//     stored token, the question, its own deployment ID, the salt and the
+//     IDs carrying q.Tag, read in the same request. The token crosses the
+//     wire once, at enrolment; after that an answer shows the token without
+//     revealing it, and the tagged list is covered by the response, so
+//     neither a proxy in the path nor a recording of past answers can
+//     answer a fresh challenge. The service can keep identities apart from
+//     its data: a copy of the data (a backup restored elsewhere) or a reset
+//     identity store then has the deployment ID and the resources but no
+//     token, and cannot prove the deployment (examples/keys tests it).
+//   - A tagged resource of the service's own kind carrying the token
+//     (weaker). When the service cannot compute anything, the adapter
+//     stores the Enrollment in a resource it can create there (a key, a
+//     label, a metadata entry) tagged as the sentinel of the KeyID, and its
+//     Prove reads that resource back, with the deployment ID and the IDs
+//     carrying q.Tag, and computes Respond itself. The token then crosses
+//     the wire on every proof, so the proof is only as strong as the
+//     channel and the service's access control: whoever can read that
+//     resource or the traffic (no TLS, a proxy terminating it, another
+//     user of the service who may read resources) holds the token and can
+//     answer for any service. The tagged list is the adapter's reading,
+//     not covered by the service's word. And the sentinel is data: a copy
+//     of the data carries it and proves the deployment. Use it only over a
+//     verified TLS channel, with the sentinel resource readable by the
+//     operator's credentials alone, and prefer an identity endpoint
+//     wherever the service can offer one.
+//
+// Either way the deployment ID must be the service's own (an ID of its
+// data, read inside the answer), never taken from the sentinel or the
+// spec.
+//
 // # Secrets
 //
 // A record holds kind, owner UID, namespace/name, policy, the connection

@@ -67,10 +67,11 @@ func TestPublishedZipIsWhatAProxyServes(t *testing.T) {
 // outside this tree, gets finale from a module proxy (a file-based one
 // holding this tree's zip, ahead of the real one for everything else),
 // and its real-stack test starts the control plane through testenv, runs
-// a lifecycle operator, deletes a namespace of Keys and finds nothing
-// leaked. The Kubernetes binaries are built from what the zip carries; the
-// stamp makes the cache shared with this module's own tests current, so
-// the check costs builds and one control plane, not a Kubernetes build.
+// the key service and operator of examples/keys as imported from the zip,
+// deletes a namespace of APIKeys and finds nothing leaked. The Kubernetes
+// binaries are built from what the zip carries; the stamp makes the cache
+// shared with this module's own tests current, so the check costs builds
+// and one control plane, not a Kubernetes build.
 func TestConsumer(t *testing.T) {
 	proxy := t.TempDir()
 	start := time.Now()

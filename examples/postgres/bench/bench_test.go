@@ -140,6 +140,9 @@ func BenchmarkServerOutage(b *testing.B) {
 		b.ReportMetric(float64(o.Attempts), "attempts")
 		b.ReportMetric(float64(o.AttemptsBaseline), "attempts-fixed-2s")
 		b.ReportMetric(float64(o.AttemptsBaseline)/float64(max(o.Attempts, 1)), "attempts-ratio")
+		b.ReportMetric(float64(o.Reconciles), "reconciles")
+		b.ReportMetric(float64(o.ReconcilesBaseline), "reconciles-fixed-2s")
+		b.ReportMetric(float64(o.ReconcilesBaseline)/float64(max(o.Reconciles, 1)), "reconciles-ratio")
 		b.ReportMetric(float64(o.Writes), "api-writes")
 		b.ReportMetric(float64(o.WritesBaseline), "api-writes-fixed-2s")
 	}

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -72,6 +73,57 @@ func FuzzTagIsQuotedSafely(f *testing.F) {
 		}
 		if after := count(); after != before {
 			t.Fatalf("after drop: %d roles, want %d", after, before)
+		}
+	})
+}
+
+// An external ID comes back from a record (any ConfigMap content, if the
+// MAC were ever bypassed) and reaches DROP ROLE: whatever the ID, a drop
+// under the victim's own tag removes no role but the one of exactly that
+// name, and one carrying another tag is never dropped.
+func FuzzExternalIDDropsOnlyItsRole(f *testing.F) {
+	for _, s := range []string{
+		"victim", "Victim", `"victim"`, "victim; DROP ROLE postgres", "victim\x00", " victim", "victim ", "postgres",
+		"", "pg_monitor", `victim" CASCADE --`, "\xff", "a.victim",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		q := connect(t, "postgres")
+		ctx := t.Context()
+		victim, tag := unique("idfuzz_"), "finale:role:victim-uid"
+		if err := catalog.CreateRole(ctx, q, catalog.RoleSpec{Name: victim, ConnectionLimit: -1}, tag); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = catalog.DropRole(context.Background(), q, victim, tag) })
+		if id == "victim" {
+			id = victim // the seed that must drop it
+		}
+		var before int
+		if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_roles").Scan(&before); err != nil {
+			t.Fatal(err)
+		}
+		_ = catalog.DropRole(ctx, q, id, "finale:role:other-uid")
+		err := catalog.DropRole(ctx, q, id, tag)
+		var after int
+		if err := q.QueryRow(ctx, "SELECT count(*) FROM pg_roles").Scan(&after); err != nil {
+			t.Fatal(err)
+		}
+		_, exists, oerr := catalog.ObserveRole(ctx, q, victim)
+		if oerr != nil {
+			t.Fatal(oerr)
+		}
+		want := before
+		if id == victim {
+			want--
+			if err != nil || exists {
+				t.Fatalf("dropping %q by its own tag: err %v, still exists %v", id, err, exists)
+			}
+		} else if !exists {
+			t.Fatalf("ID %q dropped role %s", id, victim)
+		}
+		if after != want {
+			t.Fatalf("ID %q: roles went from %d to %d, want %d", id, before, after, want)
 		}
 	})
 }

@@ -160,9 +160,10 @@ func execOn(t testing.TB, pg *pgserver.Server, sql string) {
 	}
 }
 
-// sweepEvents waits until every record has a sweep Event of reason and
-// returns the notes, so a test knows the sweeper looked (and decided).
-func (w *world) sweepEvents(reason string, uids []string) []string {
+// recordEvents waits until the record of every owner UID has an Event of
+// reason and returns the notes, so a test knows the sweeper (or the
+// release) looked and decided.
+func (w *world) recordEvents(reason string, uids []string) []string {
 	w.t.Helper()
 	var notes []string
 	err := controlplane.WaitFor(w.t.Context(), wait, "sweep events "+reason, func(ctx context.Context) (bool, error) {
@@ -245,7 +246,7 @@ func TestCopyOfTheDeploymentConfirmsNothing(t *testing.T) {
 	w.serverOn(other, "pg", pg, pg.Addr(), v1alpha1.SSLModeDisable)
 
 	w2 := w.restart(sweepFast)
-	notes := w2.sweepEvents(sweep.ReasonUnreachable, st.uids)
+	notes := w2.recordEvents(sweep.ReasonUnreachable, st.uids)
 	w2.kept(st, pg)
 	for _, n := range notes {
 		if !strings.Contains(n, "tried: none available") {
@@ -256,7 +257,7 @@ func TestCopyOfTheDeploymentConfirmsNothing(t *testing.T) {
 	// The admin designates a Server to the original.
 	w2.serverOn(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeDisable)
 	w2.swept(st, pg)
-	for _, n := range w2.sweepEvents(sweep.ReasonSwept, st.uids) {
+	for _, n := range w2.recordEvents(sweep.ReasonSwept, st.uids) {
 		if !strings.Contains(n, "designated Server "+w2.recNS+"/sweeper") {
 			t.Errorf("swept event does not name the connection used: %q", n)
 		}
@@ -290,7 +291,7 @@ func TestSplicingProxyConfirmsNothing(t *testing.T) {
 			t.Cleanup(func() { _ = s.Close() })
 			w2 := w.restart(sweepFast)
 			w2.serverOn(w2.recNS, "sweeper", pg, s.Addr(), ssl)
-			w2.sweepEvents(sweep.ReasonUnreachable, st.uids)
+			w2.recordEvents(sweep.ReasonUnreachable, st.uids)
 			if s.Diverted() == 0 {
 				t.Fatal("the proxy spliced nothing: the test proves nothing")
 			}
@@ -325,7 +326,7 @@ func TestEditedRecordDeletesNothing(t *testing.T) {
 	}
 	w2 := w.restart(sweepFast)
 	w2.serverOn(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeDisable)
-	notes := w2.sweepEvents(sweep.ReasonInvalid, st.uids)
+	notes := w2.recordEvents(sweep.ReasonInvalid, st.uids)
 	if !strings.Contains(strings.Join(notes, "\n"), "not signed by this operator's key") {
 		t.Errorf("invalid-record events do not say why: %q", notes)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,6 +73,18 @@ func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 
 // ServerRecheck is how often a connected Server's identity is read again.
 const ServerRecheck = 5 * time.Minute
+
+// ServerRetryMax bounds the backoff of a Server that cannot be used (1 s,
+// doubling): a Server is the gate every dependent waits on, so a server
+// that comes back is noticed within this bound, while one that stays down
+// (or refuses the login) costs one attempt per bound, however many
+// dependents it has.
+const ServerRetryMax = 30 * time.Second
+
+// ServerRateLimiter is the Server controller's default retry spacing.
+func ServerRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, ServerRetryMax)
+}
 
 // servers resolves a Server reference to a pool key. r is the manager's
 // cache: Servers are read whole, credential Secrets as metadata only (the
@@ -192,6 +205,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		meta.SetStatusCondition(&srv.Status.Conditions, c)
 	}
 	res := reconcile.Result{RequeueAfter: ServerRecheck}
+	var failed error // returned after the status write, for the workqueue's backoff
 	switch {
 	case errors.As(err, &na):
 		set(v1alpha1.ConditionSynced, false, na.Reason, na.Error())
@@ -203,7 +217,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		reason, msg := failure(err, class, key)
 		set(v1alpha1.ConditionSynced, false, reason, msg)
 		set(v1alpha1.ConditionReady, false, reason, msg)
-		res.RequeueAfter = 2 * time.Second
+		failed = fmt.Errorf("server %s: %s: %w", req.NamespacedName, class, err)
 	default:
 		srv.Status.Identity = identity
 		set(v1alpha1.ConditionSynced, true, lifecycle.ReasonReconcileSuccess, lifecycle.MessageSynced)
@@ -230,6 +244,9 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			emitted[typ+c.Reason] = true
 			r.recorder.Eventf(&srv, nil, typ, c.Reason, lifecycle.ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
+	}
+	if failed != nil {
+		return reconcile.Result{}, failed
 	}
 	return res, nil
 }

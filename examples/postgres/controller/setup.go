@@ -76,6 +76,9 @@ type Options struct {
 	// RateLimiter spaces the retries of failed Role and Database
 	// reconciles; nil is lifecycle.DefaultRateLimiter.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
+	// ServerRateLimiter spaces the retries of a Server that cannot be
+	// used; nil is ServerRateLimiter().
+	ServerRateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// PoolName labels the pool's metrics; "" is "postgres".
 	PoolName string
 	// SkipNameValidation lets several managers run in one process (tests).
@@ -244,7 +247,11 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		}
 	}
 	sr := &ServerReconciler{c: mgr.GetClient(), servers: srvs, pool: pool, recorder: recorder, clock: o.Clock, classifier: classifier}
-	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerServer).WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers, SkipNameValidation: &o.SkipNameValidation})
+	if o.ServerRateLimiter == nil {
+		o.ServerRateLimiter = ServerRateLimiter()
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named(ControllerServer).WithOptions(controller.Options{
+		MaxConcurrentReconciles: o.Workers, SkipNameValidation: &o.SkipNameValidation, RateLimiter: o.ServerRateLimiter})
 	if o.WrapEventHandler == nil {
 		b = b.For(&v1alpha1.Server{})
 	} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/lifecycle"
 )
 
 // When the hold ends before a dependent could delete (a database kept in
@@ -18,7 +19,9 @@ import (
 // record stays; once the database is free, the sweeper drops it through a
 // Server an admin designated for sweeping (one in the operator's own
 // namespace), proven to reach the same deployment, and removes the record:
-// nothing leaks.
+// nothing leaks. The release is reported where it can land while the
+// namespace terminates (which refuses Events): on the record, in the
+// operator's namespace.
 func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
 	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second})
 	w.serverIn(w.recNS) // the admin's Server: the sweeper's way in
@@ -43,6 +46,7 @@ func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
 	if w.record(string(d.UID)) == nil {
 		t.Fatal("released without delete, but the record is gone: the database would leak")
 	}
+	w.recordEvents(lifecycle.ReasonReleased, []string{string(d.UID)})
 
 	_ = session.Close(t.Context())
 	err = controlplane.WaitFor(t.Context(), wait, "sweeper drops the database and its record", func(ctx context.Context) (bool, error) {

@@ -1,13 +1,9 @@
-package keysoperator
+package main
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +16,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/keys/config/crd"
+	"github.com/finale-dev/finale/examples/keys/controller"
+	"github.com/finale-dev/finale/examples/keys/service"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/testenv"
 )
@@ -28,40 +28,54 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard()) // the manager's log is not what this test reads
+	crds, err := crd.CRDs()
+	if err != nil {
+		panic(err)
+	}
+	// testenv's scheme knows CustomResourceDefinitions, which it installs.
 	s := testenv.Scheme()
-	utilruntime.Must(AddToScheme(s))
-	testenv.Main(m, testenv.Options{CRDPaths: []string{"config/crd"}, Scheme: s},
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	testenv.Main(m, testenv.Options{CRDs: crds, Scheme: s},
 		func(e *testenv.Env) error { env = e; return nil })
 }
 
-// TestNamespaceDeletionLeaksNothing: keys made for a namespace's Keys are
-// gone from the service, with their cleanup records, once the namespace is.
+const token = "consumer-token-0123456789"
+
+// TestNamespaceDeletionLeaksNothing: the keys made for a namespace's
+// APIKeys are gone from the key service, with their cleanup records, once
+// the namespace (its KeyServer and token Secret with it) is.
 func TestNamespaceDeletionLeaksNothing(t *testing.T) {
 	ctx := t.Context()
-	svc := newKeyService(t)
+	svc, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
 	c := env.Client
 
 	system := testenv.Namespace(t, c)
-	if err := c.Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: ServiceConfigMap},
-		Data:       map[string]string{"url": svc.URL},
-	}); err != nil {
-		t.Fatal(err)
-	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Setup(ctx, mgr, system); err != nil {
+	if err := Setup(ctx, mgr, system, true); err != nil {
 		t.Fatal(err)
 	}
 	env.GoFor(t, mgr.Start)
 
 	tenant := testenv.Namespace(t, c)
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "keys-token"}, StringData: map[string]string{"token": token}},
+		&v1alpha1.KeyServer{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "keys"}, Spec: v1alpha1.KeyServerSpec{
+			URL: svc.URL, TokenSecretRef: v1alpha1.TokenSecretReference{Name: "keys-token"}}},
+	}
 	const n = 3
 	for i := range n {
-		k := &Key{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "key-" + strconv.Itoa(i)}, Spec: KeySpec{Name: "ci-" + strconv.Itoa(i)}}
-		if err := c.Create(ctx, k); err != nil {
+		objs = append(objs, &v1alpha1.APIKey{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "key-" + strconv.Itoa(i)},
+			Spec: v1alpha1.APIKeySpec{KeyServerRef: v1alpha1.KeyServerReference{Name: "keys"}, Name: "ci-" + strconv.Itoa(i), Scopes: []string{"read"}}})
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,18 +83,18 @@ func TestNamespaceDeletionLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait(t, "every Key to have its key, its finalizer and its record", func(ctx context.Context) (bool, error) {
-		var keys KeyList
+	wait(t, "every APIKey to have its key, its finalizer and its record", func(ctx context.Context) (bool, error) {
+		var keys v1alpha1.APIKeyList
 		if err := c.List(ctx, &keys, client.InNamespace(tenant)); err != nil {
 			return false, err
 		}
 		for _, k := range keys.Items {
-			if !slices.Contains(k.Finalizers, Finalizer) {
+			if !slices.Contains(k.Finalizers, controller.Finalizer) {
 				return false, nil
 			}
 		}
 		page, err := store.List(ctx, 0, "")
-		return svc.count() == n && len(page.Records) == n, err
+		return len(svc.Keys()) == n && len(page.Records) == n, err
 	})
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenant}}
@@ -91,8 +105,8 @@ func TestNamespaceDeletionLeaksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left := svc.count(); left != 0 || len(page.Records) != 0 {
-		t.Fatalf("namespace gone, but %d key(s) left in the service and %d cleanup record(s) left", left, len(page.Records))
+	if left := svc.Keys(); len(left) != 0 || len(page.Records) != 0 {
+		t.Fatalf("namespace gone, but %d key(s) left in the service (%v) and %d cleanup record(s) left", len(left), left, len(page.Records))
 	}
 }
 
@@ -101,83 +115,4 @@ func wait(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	if err := controlplane.WaitFor(t.Context(), time.Minute, what, cond); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// keyService is the key service the operator manages, on loopback.
-type keyService struct {
-	*httptest.Server
-	mu        sync.Mutex // guards keys, next and sentinels
-	keys      map[string]key
-	next      int
-	sentinels map[string]ledger.Enrollment // by operator key ID
-}
-
-func newKeyService(t *testing.T) *keyService {
-	s := &keyService{keys: map[string]key{}, sentinels: map[string]ledger.Enrollment{}}
-	mux := http.NewServeMux()
-	// The proof is computed here, where the sentinel's token is kept.
-	mux.HandleFunc("POST /prove", func(w http.ResponseWriter, r *http.Request) {
-		var q ledger.Question
-		if err := json.NewDecoder(r.Body).Decode(&q); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.sentinels[q.KeyID]; !ok && q.Enroll != nil {
-			s.sentinels[q.KeyID] = *q.Enroll
-		}
-		sent := s.sentinels[q.KeyID]
-		a := ledger.Answer{Deployment: "ci", Salt: sent.Salt}
-		for _, k := range s.keys {
-			if q.Tag != "" && k.Tag == q.Tag {
-				a.Tagged = append(a.Tagged, k.ID)
-			}
-		}
-		a.Response = ledger.Respond(sent.Token, q, a.Deployment, a.Salt, a.Tagged)
-		_ = json.NewEncoder(w).Encode(a)
-	})
-	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		out := []key{}
-		for _, k := range s.keys {
-			if k.Tag == r.URL.Query().Get("tag") {
-				out = append(out, k)
-			}
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	})
-	mux.HandleFunc("POST /keys", func(w http.ResponseWriter, r *http.Request) {
-		var k key
-		if err := json.NewDecoder(r.Body).Decode(&k); err != nil || k.Name == "" || k.Tag == "" {
-			http.Error(w, "name and tag required", http.StatusBadRequest)
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.next++
-		k.ID = "k" + strconv.Itoa(s.next)
-		s.keys[k.ID] = k
-		_ = json.NewEncoder(w).Encode(k)
-	})
-	mux.HandleFunc("DELETE /keys/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		k, ok := s.keys[r.PathValue("id")]
-		if !ok || k.Tag != r.URL.Query().Get("tag") {
-			http.NotFound(w, r)
-			return
-		}
-		delete(s.keys, k.ID)
-	})
-	s.Server = httptest.NewServer(mux)
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *keyService) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.keys)
 }

@@ -1,0 +1,69 @@
+// Command keyservice runs the example key service (examples/keys/service)
+// on a loopback address:
+//
+//	KEYSERVICE_TOKEN=$(head -c 24 /dev/urandom | base64) \
+//	  go run ./examples/keys/cmd/keyservice -listen 127.0.0.1:8080 -dir /tmp/keys
+//
+// It prints the URL it serves once it listens, and stops on SIGINT or
+// SIGTERM. The bearer token comes from $KEYSERVICE_TOKEN or -token-file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/finale-dev/finale/examples/keys/service"
+)
+
+// TokenEnv is the environment variable holding the bearer token.
+const TokenEnv = "KEYSERVICE_TOKEN"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "keyservice:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("keyservice", flag.ContinueOnError)
+	fs.SetOutput(out)
+	listen := fs.String("listen", "127.0.0.1:8080", "loopback `host:port` to listen on (127.0.0.1, ::1 or localhost)")
+	dir := fs.String("dir", "", "data `directory`: deployment ID and keys (required; a new one is a new deployment)")
+	ids := fs.String("identity-dir", "", "`directory` of enrolled identities; empty is -dir")
+	tokenFile := fs.String("token-file", "", "`file` holding the bearer token; empty reads $"+TokenEnv)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	token := getenv(TokenEnv)
+	if *tokenFile != "" {
+		b, err := os.ReadFile(*tokenFile)
+		if err != nil {
+			return err
+		}
+		token = string(b)
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return errors.New("no bearer token: set $" + TokenEnv + " or -token-file")
+	}
+	srv, err := service.Start(*listen, service.Options{Token: token, Dir: *dir, IdentityDir: *ids})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "serving %s (deployment %s)\n", srv.URL, srv.Deployment())
+	<-ctx.Done()
+	return srv.Close()
+}
