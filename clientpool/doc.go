@@ -32,6 +32,17 @@
 //     caller's deadline, which classifies as Canceled: it is never evicted.
 //   - MaxAge and IdleTimeout, when set, retire clients by an injected
 //     k8s.io/utils/clock PassiveClock, checked at use and by Sweep.
+//   - With a Fence (a leader-elected replica's lease, fence.Lock), no call
+//     or dial starts once the fence has passed, and every call's and dial's
+//     context ends at the fence (cause ErrFenced), so nothing is sent past
+//     the point where another replica may lead. Such errors wrap ErrFenced
+//     and never evict (the client is not at fault; ClassifyFenced makes
+//     them Canceled). The context reads the clock whenever it is checked,
+//     not only when its timer fires, so a process that wakes from a pause
+//     past its fence sees it passed before its next request. What the
+//     fence cannot stop is a request whose check came before the pause and
+//     whose write came after: a window of the few instructions between a
+//     client's context check and its socket write.
 //
 // # Credentials per call
 //
@@ -59,7 +70,7 @@
 // errors are wrapped with the pool name and key, which is why keys must not
 // hold secrets. Metrics (finale_clientpool_clients, _dials_total by result,
 // _evictions_total by reason, _calls_total by class, _closes_total by
-// result) are labelled by pool name so several pools coexist; their series
+// result, _fenced_total) are labelled by pool name so several pools coexist; their series
 // are resolved once per pool because label lookups would otherwise cost
 // more than the rest of Do.
 //

@@ -37,10 +37,14 @@ var (
 		Name: "finale_clientpool_closes_total",
 		Help: "Clients closed, by result (success, error).",
 	}, []string{"pool", "result"})
+	fencedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "finale_clientpool_fenced_total",
+		Help: "Calls and dials the fence refused to start or ended (the replica may no longer hold its lease).",
+	}, []string{"pool"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(clientsGauge, dialsTotal, evictionsTotal, callsTotal, closesTotal)
+	crmetrics.Registry.MustRegister(clientsGauge, dialsTotal, evictionsTotal, callsTotal, closesTotal, fencedTotal)
 }
 
 // metrics holds the pool's series, resolved once at New: label lookups
@@ -50,6 +54,7 @@ type metrics struct {
 	dialOKs, dialErrors   prometheus.Counter
 	closeOKs, closeErrors prometheus.Counter
 	callsOK               prometheus.Counter
+	fenced                prometheus.Counter
 	callsByClass          map[errclass.Class]prometheus.Counter // read-only after newMetrics
 	pool                  string
 	evictions             *prometheus.CounterVec
@@ -63,6 +68,7 @@ func newMetrics(pool string) metrics {
 		closeOKs:     closesTotal.WithLabelValues(pool, closeOK),
 		closeErrors:  closesTotal.WithLabelValues(pool, closeError),
 		callsOK:      callsTotal.WithLabelValues(pool, callOK),
+		fenced:       fencedTotal.WithLabelValues(pool),
 		callsByClass: map[errclass.Class]prometheus.Counter{},
 		pool:         pool,
 		evictions:    evictionsTotal,

@@ -15,6 +15,29 @@ import (
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("clientpool: pool is closed")
 
+// ErrFenced is wrapped by Do's error when the pool's Fence has passed: the
+// call was not started, or its context was ended at the fence. It never
+// evicts; ClassifyFenced makes it Canceled for callers' classifiers.
+var ErrFenced = errors.New("clientpool: fenced: this replica may no longer hold the lease it acts under")
+
+// Fence bounds when the pool may still call out: for a leader-elected
+// replica, the point after which another replica may hold the lease
+// (fence.Lock implements it).
+type Fence interface {
+	// Until is when the fence passes, on the pool's clock; the zero time
+	// means it has (no lease held).
+	Until() time.Time
+}
+
+// ClassifyFenced is an errclass.Func that makes ErrFenced Canceled: the
+// replica stepped back, the client is not at fault.
+func ClassifyFenced(_ context.Context, err error) (errclass.Class, bool) {
+	if errors.Is(err, ErrFenced) {
+		return errclass.Canceled, true
+	}
+	return "", false
+}
+
 // Eviction reasons that are not error classes, for the evictions metric.
 const (
 	ReasonMaxAge  = "MaxAge"
@@ -97,7 +120,8 @@ type Options[K comparable, C any] struct {
 	Policy Policy
 	// Classifier classifies call errors; nil is errclass.Default.
 	Classifier *errclass.Classifier
-	// Clock drives MaxAge and IdleTimeout; nil is the real clock.
+	// Clock drives MaxAge, IdleTimeout and the Fence; nil is the real
+	// clock.
 	Clock clock.PassiveClock
 	// MaxAge, when positive, retires a client that old at its next use, so
 	// a slowly rotting connection is replaced even if it never fails.
@@ -114,6 +138,10 @@ type Options[K comparable, C any] struct {
 	CallTimeout time.Duration
 	// DialTimeout bounds a dial; zero is DefaultDialTimeout.
 	DialTimeout time.Duration
+	// Fence, when set, is the point after which nothing may be sent: Do
+	// and dials refuse to start once it has passed (ErrFenced), and every
+	// call's and dial's context ends there. Nil is unfenced.
+	Fence Fence
 }
 
 // Pool caches clients by connection identity K and is the call site API for
@@ -134,6 +162,7 @@ type Pool[K comparable, C any] struct {
 	idle        time.Duration
 	callTimeout time.Duration
 	dialTimeout time.Duration
+	fence       Fence
 	sweepEvery  time.Duration
 	m           metrics
 
@@ -191,6 +220,7 @@ func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
 		idle:        o.IdleTimeout,
 		callTimeout: o.CallTimeout,
 		dialTimeout: o.DialTimeout,
+		fence:       o.Fence,
 		entries:     map[K]*entry[C]{},
 		flights:     map[K]*flight[C]{},
 	}
@@ -233,9 +263,20 @@ func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
 // ends first (a shutdown, a cancellation, a deadline too near to leave the
 // pool a bound of its own) it is Canceled and never evicts.
 //
+// With a Fence, Do refuses to start once the fence has passed and ends
+// fn's context at the fence (cause ErrFenced); an error of a call the
+// fence ended wraps ErrFenced and fn's error, and never evicts.
+//
 // fn must not keep c after it returns: once evicted, c is closed as soon as
 // the last call using it returns.
 func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context, c C) error) error {
+	var until time.Time
+	if p.fence != nil {
+		if until = p.fence.Until(); !p.clock.Now().Before(until) {
+			p.m.fenced.Inc()
+			return fmt.Errorf("clientpool %s: %v: %w", p.name, key, ErrFenced)
+		}
+	}
 	e, err := p.acquire(ctx, key)
 	if err != nil {
 		return err
@@ -252,12 +293,25 @@ func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context,
 			defer cancel()
 		}
 	}
+	if p.fence != nil {
+		// Outside the call's own bound, so that the bound is computed
+		// from the caller's time, not the fence's: a fence that ends a
+		// call is this replica stepping back (never evicts), while a
+		// bound fitted under it would read as a hung client.
+		var stop context.CancelFunc
+		callCtx, stop = p.fenced(callCtx, until)
+		defer stop()
+	}
 	// Released even if fn panics, so a panicking call cannot pin a client.
 	defer p.release(e)
 	err = fn(callCtx, e.client)
 	if err == nil {
 		p.m.callsOK.Inc()
 		return nil
+	}
+	if p.fence != nil && errors.Is(context.Cause(callCtx), ErrFenced) {
+		p.m.fenced.Inc()
+		return fmt.Errorf("clientpool %s: %v: %w: %w", p.name, key, ErrFenced, err)
 	}
 	class := p.classifier.Classify(callCtx, err)
 	p.m.call(class)
@@ -298,6 +352,49 @@ func callDeadline(now time.Time, timeout time.Duration, caller time.Time, hasCal
 		return time.Time{}, false
 	}
 	return now.Add(min(timeout, share)), true
+}
+
+// fenced returns ctx ended at until (on the pool's clock), with cause
+// ErrFenced.
+func (p *Pool[K, C]) fenced(ctx context.Context, until time.Time) (context.Context, context.CancelFunc) {
+	inner, cancelCause := context.WithCancelCause(ctx)
+	// The timer runs on real time: it gets what is left on the pool's
+	// clock.
+	timed, cancel := context.WithDeadlineCause(inner, time.Now().Add(until.Sub(p.clock.Now())), ErrFenced)
+	fc := &fenceContext{Context: timed, clock: p.clock, until: until, end: cancelCause}
+	return fc, func() { cancel(); cancelCause(context.Canceled) }
+}
+
+// fenceContext ends at the fence. Its Done and Err read the clock each
+// time they are called rather than wait for the timer: a process stopped
+// (SIGSTOP) past its fence runs its goroutines again before the runtime
+// has fired the timers that came due while it slept, and a client that
+// checks its context before each request (pgx does) then sees the fence
+// passed at once. Contexts derived from it inside fn see it end when the
+// timer fires or when this one is next checked.
+type fenceContext struct {
+	context.Context
+	clock clock.PassiveClock
+	until time.Time
+	end   context.CancelCauseFunc
+}
+
+func (c *fenceContext) check() {
+	if !c.clock.Now().Before(c.until) {
+		c.end(ErrFenced)
+	}
+}
+
+// Done implements context.Context.
+func (c *fenceContext) Done() <-chan struct{} {
+	c.check()
+	return c.Context.Done()
+}
+
+// Err implements context.Context.
+func (c *fenceContext) Err() error {
+	c.check()
+	return c.Context.Err()
 }
 
 // Evict drops key's client now (closing it once its calls return) and
@@ -416,11 +513,29 @@ func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
 func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C]) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.dialTimeout)
 	defer cancel()
-	c, err := p.dial.Dial(dctx, key)
+	var c C
+	var err error
+	if p.fence == nil {
+		c, err = p.dial.Dial(dctx, key)
+	} else if until := p.fence.Until(); !p.clock.Now().Before(until) {
+		p.m.fenced.Inc()
+		err = ErrFenced
+	} else {
+		fctx, stop := p.fenced(dctx, until)
+		c, err = p.dial.Dial(fctx, key)
+		if err != nil && errors.Is(context.Cause(fctx), ErrFenced) {
+			p.m.fenced.Inc()
+			err = fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+		stop()
+	}
 
 	p.mu.Lock()
 	delete(p.flights, key)
 	switch {
+	case errors.Is(err, ErrFenced):
+		f.err = fmt.Errorf("clientpool %s: dial %v: %w", p.name, key, err)
+		p.mu.Unlock()
 	case err != nil:
 		p.m.dialErrors.Inc()
 		f.err = fmt.Errorf("clientpool %s: dial %v: %w", p.name, key, err)

@@ -81,6 +81,43 @@
 // too). Every fault is healed before the namespace is deleted and the
 // invariants checked.
 //
+// # Failover
+//
+// FailoverCampaign (the scenario "failover") runs two replicas of the
+// reference operator as processes of their own, copies of the running
+// executable that ReplicaMain turns into the operator's command
+// (examples/postgres/cmd/operator/app), elected through the real Lease API
+// (lease 3s, renew deadline 2s, retry 0.5s) and fenced by it (package
+// fence). Their PostgreSQL traffic goes through a tap that reads the
+// frontend protocol's framing and attributes every session, statement,
+// Parse, Bind, Terminate and cancel request to its replica (by the
+// application_name pgx takes from $PGAPPNAME; a cancel by the backend it
+// names); a poller keeps the Lease's holders and their acquireTimes. Each
+// run, seeded (run i uses Seed+i), SIGKILLs the leader right after its
+// k-th CREATE or DROP (k random; k = 0 is after its first statement, the
+// work's checks under way) during a sweep of records whose owners were deleted
+// while no replica ran, a burst of creates and a namespace deletion,
+// starting a new standby after each; cuts the leader off from the API
+// server during a burst (each replica reaches it through a proxy of its
+// own, whose connections are reset and refused), PostgreSQL still
+// reachable, so that it cannot renew; then SIGSTOPs the leader during a
+// burst, waits until the standby leads and has finished the burst, and
+// SIGCONTs it. It reports, per case, the takeover (fault to the
+// successor's acquireTime), its first statement and the end of the work,
+// and checks no-leak, finished, no-wrong-delete, no-duplicate (one role or
+// database per owner), no-lost-record (every live Role and Database has its
+// record) and no-zombie-call: no session, statement, Parse or Bind from a
+// replica after the next holder's acquireTime (the holder's clock before
+// its acquiring write, so the check is strict), and nothing the tap could
+// not attribute. The cut-off and the woken replicas must also exit. The naive counterpart
+// runs the pause alone with --naive (no fence): the woken replica's
+// statements are seen.
+//
+// The failover faults (leader-kill, leader-partition, leader-pause) are
+// this scenario's, not steps of Campaign: Campaign's operator runs in the
+// test process on a fake clock (its clock jumps), where a replica can be
+// neither killed nor stopped, and leader election needs real time.
+//
 // # Decisions
 //
 //   - Each run gets a fresh namespace, a fresh records namespace per world and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -72,7 +73,7 @@ func Names() []string {
 	for n := range registry {
 		out = append(out, n, n+NaiveSuffix)
 	}
-	out = append(out, CrashRole, CrashDatabase)
+	out = append(out, CrashRole, CrashDatabase, Failover, FailoverNaive)
 	sort.Strings(out)
 	return out
 }
@@ -92,6 +93,8 @@ func Run(ctx context.Context, name string, env Env, out io.Writer) (Result, erro
 	case CrashDatabase:
 		r, err := CrashAfterEveryWrite(ctx, KindDatabase, env, out)
 		return r.Result, err
+	case Failover, FailoverNaive:
+		return runFailover(ctx, env, out, name == FailoverNaive)
 	}
 	base, naive := strings.CutSuffix(name, NaiveSuffix)
 	f, ok := registry[base]
@@ -176,7 +179,14 @@ func (r Result) Table(w io.Writer) error {
 	for _, v := range r.Violations {
 		byInv[v.Invariant]++
 	}
-	for _, inv := range []Invariant{NoLeak, Finished, NoLostResult, NoWrongDelete} {
+	invs := []Invariant{NoLeak, Finished, NoLostResult, NoWrongDelete}
+	for inv := range byInv {
+		if !slices.Contains(invs, inv) {
+			invs = append(invs, inv) // a scenario's own, sorted below
+		}
+	}
+	slices.Sort(invs[4:])
+	for _, inv := range invs {
 		fmt.Fprintf(tw, "violations: %s\t%d\n", inv, byInv[inv])
 	}
 	fmt.Fprintf(tw, "invariants\t%s\n", verdict)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	scenarios.ReplicaMain() // the failover scenario's replicas are this binary
 	if p := os.Getenv("SCENARIOS_LOG"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {

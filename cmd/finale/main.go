@@ -6,6 +6,7 @@
 //	finale audit [flags]                         stuck deletions and cleanup records of a live cluster
 //	finale scenario NAME                         one seed scenario (or its -naive counterpart)
 //	finale scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
+//	finale scenario failover [--seed N --runs K] two operator replicas; the leader killed and paused
 //
 // Exit status: 0 success, 1 error; audit exits 2 when it found problems and 3
 // when it found only pending records (owner gone, within the settle window).
@@ -20,6 +21,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/finale-dev/finale/scenarios"
 )
 
 const usage = `usage: finale COMMAND [flags]
@@ -33,9 +36,14 @@ commands:
   scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
   scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
                      [--apiservers]      with a second kube-apiserver's faults (lag, partition, failover)
+  scenario failover [--seed N --runs K] two operator replicas as processes; the leader killed during creates,
+                                        a namespace deletion and a sweep, then paused and woken; prints takeover times
 `
 
 func main() {
+	// The failover scenario runs its operator replicas as copies of this
+	// binary: in one of them, this runs the operator and exits.
+	scenarios.ReplicaMain()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()

@@ -56,6 +56,9 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	defer func() { _ = pg.Stop() }()
 	env := scenarios.Env{ControlPlane: cp, Postgres: pg}
 
+	if name == scenarios.Failover || name == scenarios.FailoverNaive {
+		return failover(ctx, fs, name == scenarios.FailoverNaive, *seed, *runs, env, out)
+	}
 	if name == "campaign" {
 		rep, err := scenarios.Campaign(ctx, scenarios.CampaignOptions{Seed: *seed, Runs: *runs, Naive: *naive, Workers: *workers, APIServers: *apiservers}, env, out)
 		if err != nil {
@@ -77,6 +80,27 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if !res.OK() {
+		return errInvariants
+	}
+	return nil
+}
+
+// failover runs `finale scenario failover [--seed N] [--runs K]`: K runs
+// (one unless --runs is given) of the leader-failover scenario, seeded.
+func failover(ctx context.Context, fs *flag.FlagSet, naive bool, seed int64, runs int, env scenarios.Env, out io.Writer) error {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "runs" })
+	if !set {
+		runs = 1
+	}
+	rep, err := scenarios.FailoverCampaign(ctx, scenarios.FailoverOptions{Seed: seed, Runs: runs, Naive: naive}, env, out)
+	if terr := rep.Table(out); terr != nil && err == nil {
+		err = terr
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
 		return errInvariants
 	}
 	return nil

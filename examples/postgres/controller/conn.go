@@ -183,6 +183,9 @@ type PoolOptions struct {
 	// the session's lock; the fault campaigns crash the operator from it.
 	// Nil costs nothing.
 	Statements func(ctx context.Context, sql string, err error)
+	// Fence, when set, stops every call and dial once this replica may no
+	// longer hold its lease (clientpool.Options.Fence).
+	Fence clientpool.Fence
 	// ConnectTimeout bounds a connection attempt; zero is
 	// DefaultConnectTimeout. A connection that fails for want of an answer
 	// (refused, reset, silent) fails only once it has passed, whatever
@@ -221,6 +224,7 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 		CallTimeout: o.CallTimeout,
 		IdleTimeout: 10 * time.Minute,
 		Classifier:  o.Classifier,
+		Fence:       o.Fence,
 	}
 	if o.Naive {
 		opts.Policy = clientpool.NeverEvict

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/errclass"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
@@ -90,6 +91,10 @@ type Options struct {
 	// ControllerServer), so that a harness can pause one controller's
 	// workers while the others run. It must return a non-nil reconciler.
 	WrapReconciler func(controller string, r reconcile.Reconciler) reconcile.Reconciler
+	// Fence, when set, bounds every PostgreSQL call by this replica's lease
+	// (a *fence.Lock, with leader election): none starts, and none runs on,
+	// once another replica may lead. Nil is unfenced (a single replica).
+	Fence clientpool.Fence
 	// WrapEventHandler, when set, wraps the event handler of each
 	// controller's primary watch (its own kind), so that a harness can
 	// delay or drop the events one controller sees. It must return a
@@ -134,8 +139,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, err
 	}
 	scheme := mgr.GetScheme()
-	classifier := errclass.New(catalog.Classify)
-	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, ConnectTimeout: o.ConnectTimeout, Classifier: classifier, Statements: o.Statements})
+	classifier := errclass.New(catalog.Classify, clientpool.ClassifyFenced)
+	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, ConnectTimeout: o.ConnectTimeout, Classifier: classifier, Statements: o.Statements, Fence: o.Fence})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/finale-dev/finale/examples/postgres/cmd/operator/app"
 )
 
 // find decodes the one rendered object of kind and name into out.
@@ -89,7 +91,7 @@ func TestManifestsAreHardened(t *testing.T) {
 					t.Errorf("container securityContext: %s fails in %+v", what, sc)
 				}
 			}
-			fs, _ := newFlags()
+			fs, _ := app.NewFlags()
 			if err := fs.Parse(c.Args); err != nil {
 				t.Errorf("the Deployment passes flags the binary does not define: %v", err)
 			}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/cmd/operator/app"
 	"github.com/finale-dev/finale/internal/kubebin"
 	"github.com/finale-dev/finale/ledger"
 )
@@ -176,7 +177,7 @@ func tail(s string, lines int) string {
 // which is what the hold's full Secret watch and the cached Secret reads
 // made.
 func runCachingSecrets(args []string) error {
-	s, err := parse(args)
+	s, err := app.Parse(args)
 	if err != nil {
 		return err
 	}
@@ -186,13 +187,13 @@ func runCachingSecrets(args []string) error {
 	if err != nil {
 		return err
 	}
-	opts, err := s.managerOptions(log)
+	opts, err := s.ManagerOptions(log)
 	if err != nil {
 		return err
 	}
 	opts.Cache = cache.Options{}
 	opts.Client = client.Options{}
-	mgr, err := s.newManager(cfg, opts)
+	mgr, err := s.NewManager(cfg, opts)
 	if err != nil {
 		return err
 	}

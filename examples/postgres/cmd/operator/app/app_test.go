@@ -1,0 +1,38 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+)
+
+// Bad election timings and fence margins are flag errors, reported before
+// the operator touches the cluster.
+func TestMainRejectsElectionFlags(t *testing.T) {
+	cases := map[string][]string{
+		"lease not longer than renew":   {"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"},
+		"renew within a jittered retry": {"--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=2s"},
+		"zero retry period":             {"--leader-elect-retry-period=0"},
+		"margin as long as the lease":   {"--leader-elect-fence-margin=15s"},
+		"negative margin":               {"--leader-elect-fence-margin=-1s"},
+		"lease under a second":          {"--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"},
+		"not a duration":                {"--leader-elect-lease-duration=soon"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			// A kubeconfig that does not exist: a flag error must come
+			// before it is read.
+			args := append([]string{"--leader-elect", "--records-namespace=ns", "--kubeconfig=/nonexistent/kubeconfig"}, args...)
+			if err := Main(context.Background(), args, io.Discard); !errors.Is(err, ErrFlags) {
+				t.Fatalf("Main = %v, want ErrFlags", err)
+			}
+		})
+	}
+}
+
+func TestCheckElectionAcceptsDefaults(t *testing.T) {
+	if err := checkElection(DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod); err != nil {
+		t.Fatal(err)
+	}
+}
