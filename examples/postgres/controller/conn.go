@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/clientpool"
@@ -190,8 +191,16 @@ type PoolOptions struct {
 	// DefaultConnectTimeout. A connection that fails for want of an answer
 	// (refused, reset, silent) fails only once it has passed, whatever
 	// the cause, so how long a Server takes to report a failure tells its
-	// author nothing about what listens at the address.
+	// author nothing about what listens at the address. Such a failure is
+	// then given at once to every dial of the same connection for
+	// ConnectTimeout: otherwise each dependent of a dead Server, in turn,
+	// holds a worker for the whole timeout, and one tenant's dead Server
+	// starves everyone's reconciles.
 	ConnectTimeout time.Duration
+	// Clock times those remembered failures; nil is the real clock, as
+	// the connect timeout itself runs on (the operator's Options.Clock may
+	// be a test's stepped clock, which would keep a failure for ever).
+	Clock clock.PassiveClock
 }
 
 // DefaultConnectTimeout is PoolOptions.ConnectTimeout when unset.
@@ -215,10 +224,19 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	if o.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("PoolOptions.ConnectTimeout %s is negative", o.ConnectTimeout)
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	failed := &recentFailures{clock: o.Clock, keep: o.ConnectTimeout, last: map[Key]recentFailure{}}
 	opts := clientpool.Options[Key, *Conn]{
 		Name: o.Name,
 		Dial: clientpool.DialFn[Key, *Conn](func(ctx context.Context, k Key) (*Conn, error) {
-			return dial(ctx, r, k, o.Statements, o.ConnectTimeout, o.Classifier)
+			if err := failed.get(k); err != nil {
+				return nil, err
+			}
+			c, err := dial(ctx, r, k, o.Statements, o.ConnectTimeout, o.Classifier)
+			failed.put(k, err, err != nil && o.Classifier.Classify(ctx, err) == errclass.Transport)
+			return c, err
 		}),
 		Close:       clientpool.CloseFn[*Conn](func(c *Conn) error { return c.Close() }),
 		CallTimeout: o.CallTimeout,
@@ -231,6 +249,54 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 		opts.CallTimeout = 0
 	}
 	return clientpool.New(opts)
+}
+
+// recentFailures remembers each connection's last Transport dial failure
+// for keep (PoolOptions.ConnectTimeout).
+type recentFailures struct {
+	clock clock.PassiveClock
+	keep  time.Duration
+	mu    sync.Mutex // guards last
+	last  map[Key]recentFailure
+}
+
+type recentFailure struct {
+	err error
+	at  time.Time
+}
+
+// get returns k's remembered failure while it is fresh, wrapped so that it
+// keeps its class.
+func (f *recentFailures) get(k Key) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last, ok := f.last[k]
+	if !ok {
+		return nil
+	}
+	if age := f.clock.Since(last.at); age < f.keep {
+		return fmt.Errorf("%w (not dialled again: the last attempt failed %s ago)", last.err, age.Round(time.Millisecond))
+	}
+	delete(f.last, k)
+	return nil
+}
+
+// put records the outcome of a dial of k: remember is whether err is a
+// failure to remember; anything else forgets k's.
+func (f *recentFailures) put(k Key, err error, remember bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !remember {
+		delete(f.last, k)
+		return
+	}
+	now := f.clock.Now()
+	for key, l := range f.last { // keys of Servers long gone do not pile up
+		if now.Sub(l.at) >= f.keep {
+			delete(f.last, key)
+		}
+	}
+	f.last[k] = recentFailure{err: err, at: now}
 }
 
 func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error), timeout time.Duration, cl *errclass.Classifier) (*Conn, error) {
