@@ -7,11 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/finale-dev/finale/examples/postgres/bench"
 	"github.com/finale-dev/finale/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// The in-process operators' logs would drown the tables; controller-runtime
+// complains (with a stack) when no logger is set.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	testenv.Main(m)
+}
 
 func stack(t testing.TB) bench.Stack {
 	s := bench.Stack{Config: testenv.ControlPlane(t).Config, Postgres: testenv.Postgres(t)}
