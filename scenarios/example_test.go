@@ -21,6 +21,8 @@ func ExampleNames() {
 	// argo-status-capture-naive
 	// crash-database
 	// crash-role
+	// failover
+	// failover-naive
 	// lagging-owner
 	// lagging-owner-naive
 	// namespace-deletion
