@@ -8,10 +8,6 @@ import (
 	"github.com/finale-dev/finale/internal/crdfile"
 )
 
-// ControllerGen is the controller-gen the files are generated with; the
-// drift test runs exactly this one.
-const ControllerGen = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
-
 // Group is the API group the files define.
 const Group = "keys.finale.dev"
 

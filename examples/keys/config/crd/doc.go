@@ -6,6 +6,7 @@
 //
 // The YAML files are generated; never edit them by hand. Regenerate with
 // `make generate`. TestGeneratedFilesUpToDate fails when the files drift
-// from the types: it runs the pinned controller-gen (ControllerGen) into a
-// temporary directory and compares byte for byte.
+// from the types: it runs the pinned controller-gen
+// (crdfiletest.ControllerGen) into a temporary directory and compares byte
+// for byte.
 package crd

@@ -1,16 +1,11 @@
 package crd_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,70 +13,20 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	tv1 "github.com/finale-dev/finale/examples/temporal/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/temporal/config/crd"
+	"github.com/finale-dev/finale/internal/crdfile/crdfiletest"
 	"github.com/finale-dev/finale/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func goEnv(t *testing.T, name string) string {
-	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "go", "env", name).Output()
-	if err != nil {
-		t.Fatalf("go env %s: %v", name, err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// TestGeneratedFilesUpToDate fails when the deepcopy code or the CRD YAML no
-// longer match what controller-gen makes of the types.
+// TestGeneratedFilesUpToDate fails when the deepcopy code or the CRD YAML
+// no longer match what controller-gen makes of the types.
 func TestGeneratedFilesUpToDate(t *testing.T) {
-	root := filepath.Dir(goEnv(t, "GOMOD"))
-	tmp := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), "go", "run", crd.ControllerGen,
-		"object", "paths=./examples/temporal/api/...",
-		"crd:crdVersions=v1",
-		"output:object:dir="+filepath.Join(tmp, "object"),
-		"output:crd:dir="+filepath.Join(tmp, "crd"))
-	cmd.Dir = root
-	// Tests reach no network but loopback: controller-gen comes from the
-	// module cache, served as a file proxy (as in examples/postgres).
-	cmd.Env = append(os.Environ(), "GOPROXY=file://"+filepath.ToSlash(goEnv(t, "GOMODCACHE"))+"/cache/download", "GOSUMDB=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("run %s from the module cache: %v\n%s\nIf it is not in the cache, run `make generate` once with network access.", crd.ControllerGen, err, out)
-	}
-	pairs := map[string]string{
-		filepath.Join(tmp, "object", "zz_generated.deepcopy.go"): filepath.Join(root, "examples/temporal/api/v1alpha1/zz_generated.deepcopy.go"),
-	}
 	names, err := crd.Files()
 	if err != nil {
 		t.Fatal(err)
 	}
-	generated, err := filepath.Glob(filepath.Join(tmp, "crd", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var genNames []string
-	for _, g := range generated {
-		genNames = append(genNames, filepath.Base(g))
-		pairs[g] = filepath.Join(root, "examples/temporal/config/crd", filepath.Base(g))
-	}
-	if diff := cmp.Diff(genNames, names); diff != "" {
-		t.Errorf("CRD files differ from what controller-gen generates; run make generate (-want +got):\n%s", diff)
-	}
-	for gen, committed := range pairs {
-		want, err := os.ReadFile(gen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(committed)
-		if err != nil {
-			t.Errorf("%s: %v; run make generate", committed, err)
-			continue
-		}
-		if !bytes.Equal(want, got) {
-			t.Errorf("%s is stale; run make generate (-want +got):\n%s", committed, cmp.Diff(string(want), string(got)))
-		}
-	}
+	crdfiletest.CheckGenerated(t, "examples/temporal", names)
 }
 
 func setup(t *testing.T) (client.Client, string) {
