@@ -272,7 +272,13 @@ func (w *world) stop() {
 // pointing at the proxy so that faults can be put between operator and
 // PostgreSQL.
 func (w *world) server(ctx context.Context, ns string) error {
-	host, port, err := net.SplitHostPort(w.proxy.Addr())
+	return createServer(ctx, w.c, ns, w.proxy.Addr(), w.env.Postgres.Password)
+}
+
+// createServer creates the credential Secret (PostgreSQL's admin user with
+// password) and the Server in ns, the Server pointing at addr.
+func createServer(ctx context.Context, c client.Client, ns, addr, password string) error {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
 	}
@@ -283,7 +289,7 @@ func (w *world) server(ctx context.Context, ns string) error {
 	objs := []client.Object{
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName},
-			Data:       map[string][]byte{"username": []byte(pgserver.AdminUser), "password": []byte(w.env.Postgres.Password)},
+			Data:       map[string][]byte{"username": []byte(pgserver.AdminUser), "password": []byte(password)},
 		},
 		&v1alpha1.Server{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: serverName},
@@ -294,7 +300,7 @@ func (w *world) server(ctx context.Context, ns string) error {
 		},
 	}
 	for _, o := range objs {
-		if err := w.c.Create(ctx, o); err != nil {
+		if err := c.Create(ctx, o); err != nil {
 			return fmt.Errorf("create %T %s/%s: %w", o, ns, o.GetName(), err)
 		}
 	}

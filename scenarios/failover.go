@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"slices"
 	"sort"
@@ -26,7 +25,6 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/ledger"
-	"github.com/finale-dev/finale/pgserver"
 )
 
 // The failover scenario and its naive counterpart (replicas without the
@@ -282,33 +280,7 @@ func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive boo
 // serverAt creates the credential Secret and the Server in ns, the Server
 // pointing at the tap.
 func (fw *failoverWorld) serverAt(ctx context.Context, ns string) error {
-	host, port, err := net.SplitHostPort(fw.tap.addr())
-	if err != nil {
-		return err
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil {
-		return err
-	}
-	objs := []client.Object{
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName},
-			Data:       map[string][]byte{"username": []byte(pgserver.AdminUser), "password": []byte(fw.env.Postgres.Password)},
-		},
-		&v1alpha1.Server{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: serverName},
-			Spec: v1alpha1.ServerSpec{
-				Host: host, Port: int32(p), SSLMode: v1alpha1.SSLModeDisable,
-				CredentialsSecretRef: v1alpha1.CredentialsSecretReference{Name: secretName},
-			},
-		},
-	}
-	for _, o := range objs {
-		if err := fw.c.Create(ctx, o); err != nil {
-			return fmt.Errorf("create %T %s/%s: %w", o, ns, o.GetName(), err)
-		}
-	}
-	return nil
+	return createServer(ctx, fw.c, ns, fw.tap.addr(), fw.env.Postgres.Password)
 }
 
 // logs is the tail of every replica's log, for an error.
@@ -542,32 +514,43 @@ func (fw *failoverWorld) burst(ctx context.Context, ns, prefix string, roles, db
 // of creates; the standby finishes the burst.
 func (fw *failoverWorld) killDuringCreates(ctx context.Context) (FailoverCase, error) {
 	c := FailoverCase{Kind: CaseBurst}
+	if _, err := fw.hitDuringBurst(ctx, &c, "b", 8, 2, kill, FaultLeaderKill); err != nil {
+		return c, err
+	}
+	_, err := fw.replicas.start("r")
+	return c, err
+}
+
+// hitDuringBurst acts on the leader (act) at a random point of a burst of
+// roles and dbs creates named from prefix, records fault, and waits until
+// a successor leads and the burst is Ready: c gets the leader, the point,
+// the progress, the takeover and the finish. It returns the leader hit.
+func (fw *failoverWorld) hitDuringBurst(ctx context.Context, c *FailoverCase, prefix string, roles, dbs int, act func(*replica) time.Time, fault string) (*replica, error) {
 	leader, err := fw.leader()
 	if err != nil {
-		return c, err
+		return nil, err
 	}
 	c.Leader = leader.name
 	var objs []client.Object
-	tr, err := fw.hit(ctx, leader, fw.pointIn(10, "CREATE ROLE", "CREATE DATABASE"), kill, func(ctx context.Context, fired <-chan struct{}) error {
-		if objs, err = fw.burst(ctx, fw.main, "b", 8, 2); err != nil {
+	tr, err := fw.hit(ctx, leader, fw.pointIn(roles+dbs, "CREATE ROLE", "CREATE DATABASE"), act, func(ctx context.Context, fired <-chan struct{}) error {
+		if objs, err = fw.burst(ctx, fw.main, prefix, roles, dbs); err != nil {
 			return err
 		}
 		return untilFired(ctx, fired, "the burst Ready", func(ctx context.Context) (bool, error) { return fw.allReady(ctx, objs) })
 	})
 	if err != nil {
-		return c, err
+		return leader, err
 	}
-	fw.r.fault(FaultLeaderKill)
+	fw.r.fault(fault)
 	c.Point, c.Progress = tr.point, fw.progress(tr, len(objs), "created", "CREATE ROLE", "CREATE DATABASE")
-	if err := fw.successor(ctx, &c, leader.name, tr.at); err != nil {
-		return c, err
+	if err := fw.successor(ctx, c, leader.name, tr.at); err != nil {
+		return leader, err
 	}
 	if err := fw.waitReady(ctx, readyTimeout, objs...); err != nil {
-		return c, err
+		return leader, err
 	}
 	c.Finish = time.Since(tr.at)
-	_, err = fw.replicas.start("r")
-	return c, err
+	return leader, nil
 }
 
 // killDuringNamespaceDeletion fills the second namespace, deletes it, and
@@ -791,30 +774,10 @@ func (fw *failoverWorld) zombie(c *FailoverCase, r *replica) {
 // stopped one: it must send nothing, and exit.
 func (fw *failoverWorld) pauseThenWake(ctx context.Context) (FailoverCase, error) {
 	c := FailoverCase{Kind: CasePause}
-	leader, err := fw.leader()
+	leader, err := fw.hitDuringBurst(ctx, &c, "p", 6, 1, pause, FaultLeaderPause)
 	if err != nil {
 		return c, err
 	}
-	c.Leader = leader.name
-	var objs []client.Object
-	tr, err := fw.hit(ctx, leader, fw.pointIn(7, "CREATE ROLE", "CREATE DATABASE"), pause, func(ctx context.Context, fired <-chan struct{}) error {
-		if objs, err = fw.burst(ctx, fw.main, "p", 6, 1); err != nil {
-			return err
-		}
-		return untilFired(ctx, fired, "the burst Ready", func(ctx context.Context) (bool, error) { return fw.allReady(ctx, objs) })
-	})
-	if err != nil {
-		return c, err
-	}
-	fw.r.fault(FaultLeaderPause)
-	c.Point, c.Progress = tr.point, fw.progress(tr, len(objs), "created", "CREATE ROLE", "CREATE DATABASE")
-	if err := fw.successor(ctx, &c, leader.name, tr.at); err != nil {
-		return c, err
-	}
-	if err := fw.waitReady(ctx, readyTimeout, objs...); err != nil {
-		return c, err
-	}
-	c.Finish = time.Since(tr.at)
 	woke := leader.resume()
 	var at time.Time
 	if at, c.Exited = leader.waitExit(ctx, exitBound); c.Exited {
