@@ -299,23 +299,9 @@ func (h *Hold) reconcileSecret(ctx context.Context, r client.Reader, w client.Wr
 	if err := r.List(ctx, parents, client.InNamespace(key.Namespace), client.MatchingFields{SecretIndex: key.Name}); err != nil {
 		return fmt.Errorf("hold: list %s using Secret %s: %w", h.cfg.ParentKind, key, err)
 	}
-	needed := false
-	err = forEach(parents, func(p client.Object) error {
-		if needed || h.cfg.SecretName(p) != key.Name {
-			return nil
-		}
-		if hasFinalizer(p, h.cfg.Finalizer) {
-			needed = true
-			return nil
-		}
-		if deleting(p) {
-			return nil
-		}
-		// The parent controller holds the Secret before the parent; until
-		// then an alive parent with dependents still needs the Secret.
+	needed, err := h.needsSecret(parents, key.Name, func(p client.Object) (int, error) {
 		counts, err := h.Dependents(ctx, r, p)
-		needed = err == nil && total(counts) > 0
-		return err
+		return total(counts), err
 	})
 	if err != nil {
 		return err
@@ -345,9 +331,16 @@ func (h *Hold) liveNeedsSecret(ctx context.Context, key types.NamespacedName) (b
 	if err := h.cfg.Live.List(ctx, parents, client.InNamespace(key.Namespace)); err != nil {
 		return false, fmt.Errorf("hold: list %s live: %w", h.cfg.ParentKind, err)
 	}
+	return h.needsSecret(parents, key.Name, func(p client.Object) (int, error) { return h.liveDependents(ctx, p) })
+}
+
+// needsSecret reports whether any of parents that uses the Secret named
+// secret needs it: it carries the hold, or (the parent controller holds the
+// Secret before the parent) it is alive and dependents counts some.
+func (h *Hold) needsSecret(parents client.ObjectList, secret string, dependents func(client.Object) (int, error)) (bool, error) {
 	needed := false
-	err = forEach(parents, func(p client.Object) error {
-		if needed || h.cfg.SecretName(p) != key.Name {
+	err := forEach(parents, func(p client.Object) error {
+		if needed || h.cfg.SecretName(p) != secret {
 			return nil
 		}
 		if hasFinalizer(p, h.cfg.Finalizer) {
@@ -357,8 +350,8 @@ func (h *Hold) liveNeedsSecret(ctx context.Context, key types.NamespacedName) (b
 		if deleting(p) {
 			return nil
 		}
-		n, err := h.liveDependents(ctx, p)
-		needed = n > 0
+		n, err := dependents(p)
+		needed = err == nil && n > 0
 		return err
 	})
 	return needed, err
