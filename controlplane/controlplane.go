@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/version"
@@ -28,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/finale-dev/finale/internal/kubebin"
+	"github.com/finale-dev/finale/internal/procgroup"
 )
 
 // AdminUser is the identity the returned rest.Config authenticates as; it is
@@ -265,17 +265,7 @@ func (cp *ControlPlane) Stop() error {
 	// Reverse order: the controller manager first, etcd last, so nothing
 	// logs a storm of connection errors on the way down.
 	for i := len(procs) - 1; i >= 0; i-- {
-		p := procs[i]
-		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(stopGrace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.done
-		}
-		// Anything the component left in its group goes too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		procgroup.Stop(procs[i].cmd.Process.Pid, procs[i].done, stopGrace)
 	}
 	if err := cp.closeMore(); err != nil {
 		errs = append(errs, err)
@@ -303,7 +293,7 @@ func (cp *ControlPlane) spawnAs(ctx context.Context, name, bin string, args ...s
 	cmd.Dir = cp.dir
 	// Own process group, so Stop can signal everything the component
 	// started; a parent-death signal, so a panicking test leaves nothing.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close() // the process never started; nothing was written
 		return nil, fmt.Errorf("controlplane: start %s: %w", name, err)

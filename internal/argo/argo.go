@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/argobin"
+	"github.com/finale-dev/finale/internal/procgroup"
 )
 
 // Names Argo uses, from workflow/common at v4.1.4.
@@ -168,7 +168,7 @@ func (c *Controller) spawn(workers int) error {
 	cmd.Dir = c.dir
 	// Own process group, so Stop reaches everything it started; a
 	// parent-death signal, so a panicking test leaves nothing behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close() // nothing was written by the process
 		return fmt.Errorf("argo: start %s: %w", c.bin, err)
@@ -229,16 +229,7 @@ func (c *Controller) halt() {
 	if p == nil {
 		return
 	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopGrace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.done
-	}
-	// Anything it left in its group goes too.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	procgroup.Stop(p.cmd.Process.Pid, p.done, stopGrace)
 }
 
 // Stop ends the controller and removes its directory (the log with it). It

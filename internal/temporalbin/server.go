@@ -12,8 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/finale-dev/finale/internal/procgroup"
 )
 
 // ReadyPrefix starts the line the server prints once it serves; the rest
@@ -110,7 +111,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	// Own process group, so Stop can signal everything the server started;
 	// a parent-death signal, so a panicking test leaves nothing behind.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = procgroup.Attr()
 	if err := s.cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("temporalbin: start %s: %w", Path(binDir), err)
@@ -193,16 +194,7 @@ func (s *Server) LogTail(lines int) string {
 // more than once.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		pgid := s.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(stopGrace):
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-s.done
-		}
-		// Anything the server left in its group goes too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		procgroup.Stop(s.cmd.Process.Pid, s.done, stopGrace)
 		if err := os.RemoveAll(s.dir); err != nil {
 			s.stopErr = fmt.Errorf("temporalbin: remove %s: %w", s.dir, err)
 		}
