@@ -123,11 +123,14 @@ campaign: deps
 # then pauses it and wakes it after its lease passed; a table of takeover,
 # first-call and finish times and of what the cut-off and woken replicas sent
 # PostgreSQL (expected: nothing). About a minute a run here.
+# FAILOVER_ELECTION=operator runs the replicas with the operator's default
+# election timing (15s/10s/2s) instead of 3s/2s/500ms: about 2 minutes a run.
 #   go run ./cmd/finale scenario failover-naive   shows the zombie without the fence.
 FAILOVER_RUNS ?= 10
 FAILOVER_SEED ?= 1
+FAILOVER_ELECTION ?= fast
 failover: deps
-	$(GO) run ./cmd/finale scenario failover --seed $(FAILOVER_SEED) --runs $(FAILOVER_RUNS)
+	$(GO) run ./cmd/finale scenario failover --seed $(FAILOVER_SEED) --runs $(FAILOVER_RUNS) --election $(FAILOVER_ELECTION)
 
 # The deletion protocol (lifecycle, ledger, hold, sweep, capture),
 # model-checked: every state of the small worlds, every naive variant's

@@ -81,6 +81,9 @@ type FailoverOptions struct {
 	// Naive runs the replicas with --naive (no fence, no records, no
 	// hold), and only the pause: the zombie must be seen acting.
 	Naive bool
+	// Election is the replicas' election timing; the zero value is
+	// FastElection.
+	Election Election
 }
 
 // FailoverCase is one fault of one run, and what it cost.
@@ -136,6 +139,12 @@ func FailoverCampaign(ctx context.Context, o FailoverOptions, env Env, out io.Wr
 	if err := env.check(); err != nil {
 		return rep, err
 	}
+	if o.Election == (Election{}) {
+		o.Election = FastElection
+	}
+	if err := o.Election.check(); err != nil {
+		return rep, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return rep, fmt.Errorf("failover: the replicas run this executable: %w", err)
@@ -144,8 +153,8 @@ func FailoverCampaign(ctx context.Context, o FailoverOptions, env Env, out io.Wr
 	t0 := time.Now()
 	for i := range runs {
 		seed := o.Seed + int64(i)
-		say(out, "-- failover run %d/%d, seed %d", i+1, runs, seed)
-		cases, err := failoverRun(ctx, env, exe, seed, o.Naive, out, &rep.Result)
+		say(out, "-- failover run %d/%d, seed %d, election %s", i+1, runs, seed, o.Election)
+		cases, err := failoverRun(ctx, env, exe, seed, o.Naive, o.Election, out, &rep.Result)
 		for j := range cases {
 			cases[j].Run, cases[j].Seed = i, seed
 		}
@@ -198,7 +207,7 @@ type failoverWorld struct {
 	main, del string
 }
 
-func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive bool, out io.Writer, r *Result) (cases []FailoverCase, err error) {
+func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive bool, election Election, out io.Writer, r *Result) (cases []FailoverCase, err error) {
 	w, err := newWorld(ctx, env, naive)
 	if err != nil {
 		return nil, err
@@ -230,7 +239,7 @@ func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive boo
 	if err != nil {
 		return nil, err
 	}
-	fw.replicas = &replicaSet{exe: exe, kubeconfig: env.ControlPlane.Kubeconfig, recNS: w.recNS, watch: []string{fw.main, fw.del}, dir: dir, naive: naive, all: map[string]*replica{}}
+	fw.replicas = &replicaSet{exe: exe, kubeconfig: env.ControlPlane.Kubeconfig, recNS: w.recNS, watch: []string{fw.main, fw.del}, dir: dir, naive: naive, election: election, all: map[string]*replica{}}
 	fw.lease = watchLease(context.WithoutCancel(ctx), w.c, w.recNS)
 	defer func() {
 		fw.replicas.stopAll()

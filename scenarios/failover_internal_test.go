@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +145,33 @@ func TestStartupParam(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := startupParam(tc.body, tc.key); got != tc.want {
 				t.Errorf("startupParam = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The replicas' timings pass the operator's own flag checks before any
+// replica starts, so a bad pair fails at once with the flag named instead of
+// in every replica's log.
+func TestElectionCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    Election
+		ok   bool
+	}{
+		{"fast", FastElection, true},
+		{"operator", OperatorElection, true},
+		{"renew not shorter than the lease", Election{LeaseDuration: 2 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second / 2}, false},
+		{"retry too close to renew", Election{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 2 * time.Second}, false},
+		{"no retry", Election{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.e.check()
+			if (err == nil) != tc.ok {
+				t.Fatalf("check(%s) = %v, want ok %v", tc.e, err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--leader-elect-") {
+				t.Errorf("error does not name the flag: %v", err)
 			}
 		})
 	}

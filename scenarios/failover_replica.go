@@ -46,14 +46,46 @@ func ReplicaMain() {
 	os.Exit(0)
 }
 
-// Election timing of the replicas: a takeover in seconds, a renew deadline
-// that a loaded machine still meets.
-const (
-	failoverLease   = 3 * time.Second
-	failoverRenew   = 2 * time.Second
-	failoverRetry   = 500 * time.Millisecond
-	replicaStopWait = 30 * time.Second
+const replicaStopWait = 30 * time.Second
+
+// Election is the replicas' leader-election timing: the reference
+// operator's --leader-elect-lease-duration, -renew-deadline and
+// -retry-period.
+type Election struct {
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// FastElection is the failover scenario's default, so that a run takes
+// about a minute: a takeover in seconds, with a renew deadline a loaded
+// machine still meets. OperatorElection is the operator's own default
+// (controller-runtime's), what a deployment takes over in.
+var (
+	FastElection     = Election{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	OperatorElection = Election{LeaseDuration: app.DefaultLeaseDuration, RenewDeadline: app.DefaultRenewDeadline, RetryPeriod: app.DefaultRetryPeriod}
 )
+
+// String is the three timings, lease/renew/retry.
+func (e Election) String() string {
+	return fmt.Sprintf("%s/%s/%s", e.LeaseDuration, e.RenewDeadline, e.RetryPeriod)
+}
+
+func (e Election) args() []string {
+	return []string{
+		"--leader-elect-lease-duration", e.LeaseDuration.String(),
+		"--leader-elect-renew-deadline", e.RenewDeadline.String(),
+		"--leader-elect-retry-period", e.RetryPeriod.String(),
+	}
+}
+
+// check refuses timings the replicas would refuse, with the operator's own
+// flag checks, before any replica starts.
+func (e Election) check() error {
+	args := append([]string{"--leader-elect", "--records-namespace=finale-system"}, e.args()...)
+	if _, err := app.Parse(args); err != nil {
+		return fmt.Errorf("failover: election %s: %w", e, err)
+	}
+	return nil
+}
 
 // replica is one operator process.
 type replica struct {
@@ -81,6 +113,7 @@ type replicaSet struct {
 	exe, kubeconfig, recNS, dir string
 	watch                       []string
 	naive                       bool
+	election                    Election
 	seq                         int
 
 	mu sync.Mutex
@@ -102,13 +135,11 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 		"--watch-namespaces", strings.Join(s.watch, ","),
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--leader-elect", "--leader-elect-identity", name,
-		"--leader-elect-lease-duration", failoverLease.String(),
-		"--leader-elect-renew-deadline", failoverRenew.String(),
-		"--leader-elect-retry-period", failoverRetry.String(),
 		"--workers=2",
 		// The sweeper acts within seconds of an owner's forced deletion.
 		"--sweep-settle=1s", "--sweep-clock-skew=500ms", "--sweep-interval=1s",
 	}
+	args = append(args, s.election.args()...)
 	if s.naive {
 		args = append(args, "--naive")
 	}

@@ -41,14 +41,23 @@ func TestScenarioArguments(t *testing.T) {
 		"no name":      {"scenario"},
 		"unknown name": {"scenario", "no-such-scenario"},
 		"bad flag":     {"scenario", "campaign", "--no-such-flag"},
+		"bad election": {"scenario", "failover", "--election", "slow"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := run(t.Context(), args, &out)
 			if err == nil {
 				t.Fatalf("run(%v) succeeded", args)
 			}
-			if name != "bad flag" && !strings.Contains(err.Error(), "poisoned-client") {
-				t.Errorf("error does not list the scenarios: %v", err)
+			switch name {
+			case "bad flag":
+			case "bad election":
+				if !strings.Contains(err.Error(), "fast or operator") {
+					t.Errorf("error does not list the presets: %v", err)
+				}
+			default:
+				if !strings.Contains(err.Error(), "poisoned-client") {
+					t.Errorf("error does not list the scenarios: %v", err)
+				}
 			}
 		})
 	}

@@ -6,7 +6,8 @@
 //	finale audit [flags]                         stuck deletions and cleanup records of a live cluster
 //	finale scenario NAME                         one seed scenario (or its -naive counterpart)
 //	finale scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
-//	finale scenario failover [--seed N --runs K] two operator replicas; the leader killed and paused
+//	finale scenario failover [--seed N --runs K] [--election fast|operator]
+//	                                             two operator replicas; the leader killed and paused
 //
 // Exit status: 0 success, 1 error; audit exits 2 when it found problems and 3
 // when it found only pending records (owner gone, within the settle window).
@@ -38,6 +39,7 @@ commands:
                      [--apiservers]      with a second kube-apiserver's faults (lag, partition, failover)
   scenario failover [--seed N --runs K] two operator replicas as processes; the leader killed during creates,
                                         a namespace deletion and a sweep, then paused and woken; prints takeover times
+                     [--election fast|operator]  the replicas' election timing: 3s/2s/500ms, or the operator's 15s/10s/2s
 `
 
 func main() {

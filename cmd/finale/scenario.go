@@ -29,12 +29,17 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	naive := fs.Bool("naive", false, "campaign: run against the build with the guarantees off (violations expected)")
 	workers := fs.Int("workers", 0, "campaign: runs in parallel (0 is the package default)")
 	apiservers := fs.Bool("apiservers", false, "campaign: add a second kube-apiserver per world and its faults (stale-apiserver-lag, apiserver-partition, apiserver-failover)")
+	election := fs.String("election", electionFast, "failover: the replicas' election timing, "+electionFast+" ("+scenarios.FastElection.String()+" lease/renew/retry) or "+electionOperator+" (the operator's defaults, "+scenarios.OperatorElection.String()+")")
 	if len(args) == 0 {
 		return fmt.Errorf("name a scenario: %s, or campaign", strings.Join(scenarios.Names(), ", "))
 	}
 	name := args[0]
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	el, ok := elections[*election]
+	if !ok {
+		return fmt.Errorf("unknown --election %q: choose %s or %s", *election, electionFast, electionOperator)
 	}
 	if name != "campaign" && !slices.Contains(scenarios.Names(), name) {
 		return fmt.Errorf("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
@@ -57,7 +62,7 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	env := scenarios.Env{ControlPlane: cp, Postgres: pg}
 
 	if name == scenarios.Failover || name == scenarios.FailoverNaive {
-		return failover(ctx, fs, name == scenarios.FailoverNaive, *seed, *runs, env, out)
+		return failover(ctx, fs, scenarios.FailoverOptions{Seed: *seed, Runs: *runs, Naive: name == scenarios.FailoverNaive, Election: el}, env, out)
 	}
 	if name == "campaign" {
 		rep, err := scenarios.Campaign(ctx, scenarios.CampaignOptions{Seed: *seed, Runs: *runs, Naive: *naive, Workers: *workers, APIServers: *apiservers}, env, out)
@@ -85,15 +90,24 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// failover runs `finale scenario failover [--seed N] [--runs K]`: K runs
-// (one unless --runs is given) of the leader-failover scenario, seeded.
-func failover(ctx context.Context, fs *flag.FlagSet, naive bool, seed int64, runs int, env scenarios.Env, out io.Writer) error {
+// The presets of --election.
+const (
+	electionFast     = "fast"
+	electionOperator = "operator"
+)
+
+var elections = map[string]scenarios.Election{electionFast: scenarios.FastElection, electionOperator: scenarios.OperatorElection}
+
+// failover runs `finale scenario failover [--seed N] [--runs K]
+// [--election fast|operator]`: K runs (one unless --runs is given) of the
+// leader-failover scenario, seeded.
+func failover(ctx context.Context, fs *flag.FlagSet, o scenarios.FailoverOptions, env scenarios.Env, out io.Writer) error {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "runs" })
 	if !set {
-		runs = 1
+		o.Runs = 1
 	}
-	rep, err := scenarios.FailoverCampaign(ctx, scenarios.FailoverOptions{Seed: seed, Runs: runs, Naive: naive}, env, out)
+	rep, err := scenarios.FailoverCampaign(ctx, o, env, out)
 	if terr := rep.Table(out); terr != nil && err == nil {
 		err = terr
 	}
