@@ -124,7 +124,7 @@ campaign: deps
 # first-call and finish times and of what the cut-off and woken replicas sent
 # PostgreSQL (expected: nothing). About a minute a run here.
 # FAILOVER_ELECTION=operator runs the replicas with the operator's default
-# election timing (15s/10s/2s) instead of 3s/2s/500ms: about 2 minutes a run.
+# election timing (15s/10s/2s) instead of 3s/2s/500ms: about 2.5 minutes a run.
 #   go run ./cmd/finale scenario failover-naive   shows the zombie without the fence.
 FAILOVER_RUNS ?= 10
 FAILOVER_SEED ?= 1

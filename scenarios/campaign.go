@@ -221,6 +221,9 @@ func Campaign(ctx context.Context, opts CampaignOptions, env Env, out io.Writer)
 			}
 		}
 		rep.add(o.res.Violations...)
+		for _, n := range o.res.Notes {
+			rep.note("run %d seed %d: %s", i, o.seed, n)
+		}
 		if len(o.res.Violations) > 0 {
 			rep.Failed = append(rep.Failed, RunRecord{Run: i, Seed: o.seed, Schedule: o.sched, Violations: o.res.Violations})
 		}
@@ -314,10 +317,15 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 			w.heal()
 		case StepRestart:
 			w.stop()
-			if err := w.start(ctx, nil); err != nil {
-				return err
-			}
 			r.fault(FaultRestart)
+			if err := w.start(ctx, nil); err != nil {
+				// The real operator exits with this error and the kubelet
+				// restarts it; here it stays down until the heal after the
+				// schedule, whose start must succeed. Down is not a
+				// violation: the invariants are checked once faults heal.
+				r.fault(FaultStartFailed)
+				r.note("%s: the operator did not start under the faults, down until they heal: %v", StepRestart, err)
+			}
 		case StepPause:
 			// The Role controller's workers stop while the Database and
 			// Server controllers, the hold and the sweeper go on; the next

@@ -50,6 +50,11 @@ const (
 	FaultAPILag       = "stale-apiserver-lag"
 	FaultAPIPartition = "apiserver-partition"
 	FaultAPIFailover  = "apiserver-failover"
+	// FaultStartFailed: a restart's operator could not start under the
+	// faults in force (its setup's reads went to an apiserver cut off from
+	// etcd, say) and stayed down until they healed, as a crash-looping pod
+	// does until the kubelet's next restart finds the faults gone.
+	FaultStartFailed = "operator-start-failed"
 )
 
 // ErrUnknown is returned by Run for a name Names does not list.
