@@ -374,7 +374,7 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 		w.settle(ctx, objs)
 	}
 	w.heal()
-	if err := w.start(ctx, nil); err != nil {
+	if err := w.startHealed(ctx, r); err != nil {
 		return err
 	}
 	if err := w.deleteNamespace(ctx, ns); err != nil {
@@ -396,6 +396,26 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 		return w.release(ctx, ns)
 	}
 	return nil
+}
+
+// healedStarts is how many times the start after the heal is tried: the
+// first may still meet a connection the faults broke (a write on a pooled
+// connection a failover reset: broken pipe), as a restarted pod's first
+// try may; the kubelet would start it again.
+const healedStarts = 3
+
+// startHealed starts the operator once the faults healed, trying again
+// after a failed start as the kubelet would; each failure is counted.
+func (w *world) startHealed(ctx context.Context, r *Result) error {
+	var err error
+	for range healedStarts {
+		if err = w.start(ctx, nil); err == nil {
+			return nil
+		}
+		r.fault(FaultStartFailed)
+		r.note("the operator did not start after the heal, started again: %v", err)
+	}
+	return err
 }
 
 // heal undoes every proxy fault. The operator is restarted by the caller.

@@ -50,10 +50,10 @@ const (
 	FaultAPILag       = "stale-apiserver-lag"
 	FaultAPIPartition = "apiserver-partition"
 	FaultAPIFailover  = "apiserver-failover"
-	// FaultStartFailed: a restart's operator could not start under the
-	// faults in force (its setup's reads went to an apiserver cut off from
-	// etcd, say) and stayed down until they healed, as a crash-looping pod
-	// does until the kubelet's next restart finds the faults gone.
+	// FaultStartFailed: the operator could not start, under the faults in
+	// force (its setup's reads went to an apiserver cut off from etcd, say)
+	// or on a connection they broke, and was started again later, as the
+	// kubelet restarts a crash-looping pod.
 	FaultStartFailed = "operator-start-failed"
 )
 
