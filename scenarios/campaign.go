@@ -249,11 +249,10 @@ func (w *world) campaignRun(ctx context.Context, steps []step, r *Result) error 
 		return err
 	}
 	w.stop()
-	// Every run starts on a healed world and leaves one, whichever way it
-	// ends: a partition left on by a run that ended early would break
+	// Every run starts on a healed world, whichever way the one before it
+	// ended: a partition left on by a run that returned early would break
 	// every later run of this world.
 	w.heal()
-	defer w.heal()
 	w.only = []string{ns}
 	if err := w.routeDefault(); err != nil {
 		return err
