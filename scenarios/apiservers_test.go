@@ -1,7 +1,6 @@
 package scenarios_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,14 +16,7 @@ import (
 func TestAPIServerCampaign(t *testing.T) {
 	t.Parallel()
 	opts := scenarios.CampaignOptions{Seed: 11, Runs: 6, APIServers: true}
-	var out bytes.Buffer
-	rep, err := scenarios.Campaign(t.Context(), opts, env(t), &out)
-	var table bytes.Buffer
-	_ = rep.Table(&table)
-	t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, _ := campaign(t, opts)
 	for _, k := range []string{scenarios.FaultAPILag, scenarios.FaultAPIPartition, scenarios.FaultAPIFailover} {
 		if rep.Faults[k] == 0 {
 			t.Errorf("no %s injected in %d runs: %v", k, rep.Runs, rep.Faults)
@@ -44,14 +36,7 @@ func TestAPIServerCampaign(t *testing.T) {
 func TestRestartWhileWritesCutOff(t *testing.T) {
 	t.Parallel()
 	opts := scenarios.CampaignOptions{Seed: 528, Runs: 1, Workers: 1, APIServers: true}
-	var out bytes.Buffer
-	rep, err := scenarios.Campaign(t.Context(), opts, env(t), &out)
-	var table bytes.Buffer
-	_ = rep.Table(&table)
-	t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, _ := campaign(t, opts)
 	if rep.Faults[scenarios.FaultStartFailed] != 1 {
 		t.Errorf("%s = %d, want 1 (the restart under the partition): %v", scenarios.FaultStartFailed, rep.Faults[scenarios.FaultStartFailed], rep.Faults)
 	}

@@ -62,14 +62,7 @@ func TestCrashAfterEveryWrite(t *testing.T) {
 func TestRandomizedCampaign(t *testing.T) {
 	t.Parallel()
 	opts := scenarios.CampaignOptions{Seed: 1, Runs: 20}
-	var out bytes.Buffer
-	rep, err := scenarios.Campaign(t.Context(), opts, env(t), &out)
-	var table bytes.Buffer
-	_ = rep.Table(&table)
-	t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, _ := campaign(t, opts)
 	if rep.Runs != opts.Runs {
 		t.Errorf("runs %d, want %d", rep.Runs, opts.Runs)
 	}
@@ -91,14 +84,7 @@ func TestRandomizedCampaign(t *testing.T) {
 func TestNaiveCampaignReportsReplayableSeeds(t *testing.T) {
 	t.Parallel()
 	opts := scenarios.CampaignOptions{Seed: 100, Runs: 4, Naive: true}
-	var out bytes.Buffer
-	rep, err := scenarios.Campaign(t.Context(), opts, env(t), &out)
-	var table bytes.Buffer
-	_ = rep.Table(&table)
-	t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep, table := campaign(t, opts)
 	if len(rep.Failed) == 0 || !rep.OK() {
 		t.Fatalf("the naive build broke no invariant in %d runs; the campaign's checks prove nothing", rep.Runs)
 	}
@@ -106,7 +92,7 @@ func TestNaiveCampaignReportsReplayableSeeds(t *testing.T) {
 		if f.Seed != opts.Seed+int64(f.Run) || len(f.Schedule) != scenarios.DefaultSteps {
 			t.Errorf("failing run %d: seed %d, schedule %q; want seed %d and %d steps", f.Run, f.Seed, f.Schedule, opts.Seed+int64(f.Run), scenarios.DefaultSteps)
 		}
-		if !strings.Contains(table.String(), fmt.Sprintf("seed %d", f.Seed)) {
+		if !strings.Contains(table, fmt.Sprintf("seed %d", f.Seed)) {
 			t.Errorf("table does not print the failing seed %d", f.Seed)
 		}
 	}

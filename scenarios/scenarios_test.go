@@ -33,6 +33,22 @@ func env(t *testing.T) scenarios.Env {
 	return scenarios.Env{ControlPlane: testenv.ControlPlane(t), Postgres: testenv.Postgres(t)}
 }
 
+// campaign runs a campaign on the shared stack, logs its narration and
+// table, and fails the test at once if the campaign could not run; the
+// table is returned for tests that read it.
+func campaign(t *testing.T, opts scenarios.CampaignOptions) (scenarios.CampaignReport, string) {
+	t.Helper()
+	var out bytes.Buffer
+	rep, err := scenarios.Campaign(t.Context(), opts, env(t), &out)
+	var table bytes.Buffer
+	_ = rep.Table(&table)
+	t.Logf("narration:\n%s\ntable:\n%s", out.String(), table.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, table.String()
+}
+
 // Each seed scenario holds its invariants with the guarantee on and breaks
 // them with it off: both directions, or the scenario proves nothing.
 func TestSeedScenarios(t *testing.T) {
