@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -51,11 +53,38 @@ type Running struct {
 	done   chan error
 	once   sync.Once
 	err    error
+	conns  *conns
+}
+
+// own returns a copy of cfg whose connections are dialled by cs and whose
+// transport is its own. client-go shares one transport, and so one
+// connection pool, among every config with the same TLS settings: an
+// operator started again in this process would inherit the pooled
+// connections of the one it replaces, which a restarted process never
+// does. A Proxy function makes the config uncacheable; this one is
+// client-go's default, so nothing else changes.
+func own(cfg *rest.Config, cs *conns) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.Proxy == nil {
+		c.Proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
+	}
+	c.Dial = cs.DialContext
+	return c
 }
 
 // Start sets the operator up and starts it; it runs until ctx is done or
 // Stop is called.
-func Start(ctx context.Context, o Options) (*Running, error) {
+func Start(ctx context.Context, o Options) (_ *Running, err error) {
+	if o.Config == nil {
+		return nil, errors.New("operator: Options.Config is nil")
+	}
+	cs := newConns()
+	defer func() {
+		if err != nil {
+			cs.closeAll()
+		}
+	}()
+	cfg := own(o.Config, cs)
 	opts := manager.Options{
 		Scheme:                 o.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -70,16 +99,18 @@ func Start(ctx context.Context, o Options) (*Running, error) {
 		opts.Cache = cache.Options{DefaultNamespaces: nss}
 	}
 	if o.CacheConfig != nil {
+		cacheCfg := own(o.CacheConfig, cs)
 		opts.NewCache = func(_ *rest.Config, co cache.Options) (cache.Cache, error) {
 			co.HTTPClient = nil // one for CacheConfig's apiserver
-			return cache.New(o.CacheConfig, co)
+			return cache.New(cacheCfg, co)
 		}
 	}
 	newClient := client.New
 	if o.WriteConfig != nil {
+		writeCfg := own(o.WriteConfig, cs)
 		newClient = func(_ *rest.Config, co client.Options) (client.Client, error) {
 			co.HTTPClient = nil // one for WriteConfig's apiserver
-			return client.New(o.WriteConfig, co)
+			return client.New(writeCfg, co)
 		}
 	}
 	opts.NewClient = newClient
@@ -92,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Running, error) {
 			return faultinject.WrapClient(c, o.Script), nil
 		}
 	}
-	mgr, err := manager.New(o.Config, opts)
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("operator: manager: %w", err)
 	}
@@ -102,7 +133,7 @@ func Start(ctx context.Context, o Options) (*Running, error) {
 		return nil, fmt.Errorf("operator: setup: %w", err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
-	r := &Running{Operator: op, Cache: mgr.GetCache(), cancel: cancel, done: make(chan error, 1)}
+	r := &Running{Operator: op, Cache: mgr.GetCache(), cancel: cancel, done: make(chan error, 1), conns: cs}
 	go func() { r.done <- mgr.Start(mctx) }()
 	if o.Script != nil {
 		o.Script.OnCrash = cancel
@@ -122,13 +153,15 @@ func (r *Running) WaitForCacheSync(ctx context.Context) error {
 	return errors.New("operator: the cache stopped before it synced")
 }
 
-// Stop stops the operator, waits until it has, and closes its connections;
-// it returns the manager's error, if any. Later calls return the same.
+// Stop stops the operator, waits until it has, and closes its connections
+// (to the apiservers and PostgreSQL), as the process's exit would; it
+// returns the manager's error, if any. Later calls return the same.
 func (r *Running) Stop() error {
 	r.once.Do(func() {
 		r.cancel()
 		r.err = <-r.done
 		_ = r.Pool.Close() // what a late close fails on is gone with the process's state
+		r.conns.closeAll()
 	})
 	return r.err
 }
