@@ -70,6 +70,9 @@ func TestStartRejectsBadOptions(t *testing.T) {
 	if _, err := operator.Start(t.Context(), operator.Options{Config: testenv.ControlPlane(t).Config, Scheme: testenv.Scheme()}); err == nil {
 		t.Fatal("started without a records namespace ($POD_NAMESPACE unset)")
 	}
+	if _, err := operator.Start(t.Context(), operator.Options{Scheme: testenv.Scheme()}); err == nil {
+		t.Fatal("started without a Config")
+	}
 }
 
 // Stop closes the connections the operator opened, as its process's exit
