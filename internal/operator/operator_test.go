@@ -25,9 +25,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// The operator starts, its cache fills, and a Crash fault stops it: Stop
-// then returns at once, and again on a second call.
-func TestStartCrashStop(t *testing.T) {
+// prepare returns the operator's scheme and a fresh records namespace,
+// the operator's CRDs installed.
+func prepare(t *testing.T) (*runtime.Scheme, string) {
+	t.Helper()
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
@@ -39,7 +40,13 @@ func TestStartCrashStop(t *testing.T) {
 	if err := controlplane.InstallCRDs(t.Context(), c, crds...); err != nil {
 		t.Fatal(err)
 	}
-	recNS := testenv.Namespace(t, c)
+	return s, testenv.Namespace(t, c)
+}
+
+// The operator starts, its cache fills, and a Crash fault stops it: Stop
+// then returns at once, and again on a second call.
+func TestStartCrashStop(t *testing.T) {
+	s, recNS := prepare(t)
 	script := faultinject.NewScript()
 	r, err := operator.Start(t.Context(), operator.Options{
 		Config: testenv.ControlPlane(t).Config, Scheme: s, Script: script, Namespaces: []string{recNS},
@@ -80,19 +87,8 @@ func TestStartRejectsBadOptions(t *testing.T) {
 // and 477 three starts after the heal each failed on the same dead pooled
 // connection ("write: broken pipe"), as no new pod ever would.
 func TestStopClosesConnections(t *testing.T) {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
+	s, recNS := prepare(t)
 	cp := testenv.ControlPlane(t)
-	c := testenv.Client(t, testenv.Scheme())
-	crds, err := crd.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.InstallCRDs(t.Context(), c, crds...); err != nil {
-		t.Fatal(err)
-	}
-	recNS := testenv.Namespace(t, c)
 	u, err := url.Parse(cp.Config.Host)
 	if err != nil {
 		t.Fatal(err)
