@@ -2,6 +2,13 @@
 # they need on a fresh Debian machine (PostgreSQL from apt, the Kubernetes
 # binaries and the Temporal server built from Go modules into a cache) and
 # say what they are doing.
+#
+# Modules: the library is the root module (its go.mod requires only what the
+# library packages import, at the lowest versions they need); the reference
+# operator, the Temporal and Argo examples and the scenarios are modules of
+# their own (MODULES), each with a replace of the root; tools/* build the
+# real servers.
+MODULES := examples/postgres examples/temporal examples/argo scenarios
 
 GO            ?= go
 export GOTOOLCHAIN := local
@@ -11,15 +18,21 @@ TEST_FLAGS    ?=
 .PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet lint bench campaign model failover
 
 demo: deps
-	@echo "== building and running the demo"
-	$(GO) run ./cmd/finale demo
+	@echo "== building and running the demo (scenarios/cmd/finale-lab)"
+	cd scenarios && $(GO) run ./cmd/finale-lab demo
 
-# The module's tests include internal/modproxy's TestConsumer: finale's
-# module zip served by a file-based GOPROXY to a separate consumer module
-# (internal/modproxy/testdata/consumer) whose real-stack test must pass.
+# The library module's tests include internal/modproxy's TestConsumer:
+# finale's module zip served by a file-based GOPROXY to a separate consumer
+# module (internal/modproxy/testdata/consumer, pinned to the oldest
+# controller-runtime and k8s.io the library supports) whose real-stack test
+# must pass. Then every nested module's vet and tests.
 test: deps tidy
-	@echo "== go test -race: module github.com/finale-dev/finale (real control plane and PostgreSQL; first run compiles with -race for several minutes)"
+	@echo "== go test -race: module github.com/finale-dev/finale, the library (real control plane and PostgreSQL; first run compiles with -race for several minutes)"
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	@set -e; for m in $(MODULES); do \
+		echo "== go vet, go test -race: module $$m"; \
+		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); \
+	done
 	@echo "== go test -race: module tools/kube"
 	cd tools/kube && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	@echo "== go vet, go test: module tools/temporal (with -trimpath, so they reuse the packages make temporal compiled; without -race, which would compile the server's 1,751 packages a second time)"
@@ -37,8 +50,10 @@ controller-gen:
 
 # tidy fails when go.mod or go.sum is not what go mod tidy would write.
 tidy:
-	@echo "== go mod tidy -diff"
-	@$(GO) mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy and commit"; exit 1; }
+	@set -e; for m in . $(MODULES); do \
+		echo "== go mod tidy -diff: $$m"; \
+		(cd $$m && $(GO) mod tidy -diff) || { echo "$$m/go.mod is not tidy: cd $$m && go mod tidy, and commit"; exit 1; }; \
+	done
 
 # Debian's postgresql package provides initdb and postgres under
 # /usr/lib/postgresql/N/bin; pgserver starts a throwaway server from them.
@@ -96,6 +111,7 @@ argo:
 
 vet:
 	$(GO) vet ./...
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd tools/kube && $(GO) vet ./...
 	cd tools/temporal && $(GO) vet -trimpath ./...
 	cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./...
@@ -108,14 +124,14 @@ lint:
 # table of runs, faults injected by type and invariant violations (expected:
 # 0). About 9 runs a minute on 2 cores with 2 workers: this takes hours;
 # CAMPAIGN_RUNS and CAMPAIGN_SEED change it. A failing run prints its seed:
-#   go run ./cmd/finale scenario campaign --seed SEED --runs 1 replays it.
+#   (cd scenarios && go run ./cmd/finale-lab scenario campaign --seed SEED --runs 1) replays it.
 # CAMPAIGN_APISERVERS=true adds a second kube-apiserver per world and its
 # faults (stale-apiserver-lag, apiserver-partition, apiserver-failover).
 CAMPAIGN_RUNS ?= 1000
 CAMPAIGN_SEED ?= 1
 CAMPAIGN_APISERVERS ?= true
 campaign: deps
-	$(GO) run ./cmd/finale scenario campaign --seed $(CAMPAIGN_SEED) --runs $(CAMPAIGN_RUNS) --apiservers=$(CAMPAIGN_APISERVERS)
+	cd scenarios && $(GO) run ./cmd/finale-lab scenario campaign --seed $(CAMPAIGN_SEED) --runs $(CAMPAIGN_RUNS) --apiservers=$(CAMPAIGN_APISERVERS)
 
 # Leader failover: two replicas of the reference operator as processes on
 # the real Lease API. Each seeded run SIGKILLs the leader during a sweep, a
@@ -125,12 +141,12 @@ campaign: deps
 # PostgreSQL (expected: nothing). About a minute a run here.
 # FAILOVER_ELECTION=operator runs the replicas with the operator's default
 # election timing (15s/10s/2s) instead of 3s/2s/500ms: about 2.5 minutes a run.
-#   go run ./cmd/finale scenario failover-naive   shows the zombie without the fence.
+#   (cd scenarios && go run ./cmd/finale-lab scenario failover-naive)   shows the zombie without the fence.
 FAILOVER_RUNS ?= 10
 FAILOVER_SEED ?= 1
 FAILOVER_ELECTION ?= fast
 failover: deps
-	$(GO) run ./cmd/finale scenario failover --seed $(FAILOVER_SEED) --runs $(FAILOVER_RUNS) --election $(FAILOVER_ELECTION)
+	cd scenarios && $(GO) run ./cmd/finale-lab scenario failover --seed $(FAILOVER_SEED) --runs $(FAILOVER_RUNS) --election $(FAILOVER_ELECTION)
 
 # The deletion protocol (lifecycle, ledger, hold, sweep, capture),
 # model-checked: every state of the small worlds, every naive variant's
@@ -142,17 +158,17 @@ model:
 # Every benchmark, each reported against a baseline measured in the same
 # run (direct calls, the naive build, dropping the same roles directly).
 # The last line is issue 7's table (the same figures as
-#   FINALE_BENCH_ROLES=1000 go test -run '^$$' -bench . -benchtime=1x ./examples/postgres/bench/).
+#   FINALE_BENCH_ROLES=1000 go test -run '^$$' -bench . -benchtime=1x ./bench/ in scenarios/).
 # The sweeper's 50,000-record size takes minutes of setup: run it alone with
-#   go test -run '^$$' -bench 'SweepPass/n=50000$$' -benchtime=1x ./sweep/
+#   cd examples/postgres && go test -run '^$$' -bench 'SweepPass/n=50000$$' -benchtime=1x ./stacktest/sweep/
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=3x ./controlplane/
 	$(GO) test -run '^$$' -bench . -benchtime=500ms ./clientpool/
 	$(GO) test -run '^$$' -bench . -benchtime=20x ./capture/
-	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./hold/
-	$(GO) test -run '^$$' -bench PoisonedClient -benchtime=1x -timeout 30m ./examples/temporal/controller/
-	$(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./sweep/
-	$(GO) run ./cmd/finale bench -roles 1000
+	cd examples/postgres && $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./stacktest/hold/
+	cd examples/temporal && $(GO) test -run '^$$' -bench PoisonedClient -benchtime=1x -timeout 30m ./controller/
+	cd examples/postgres && $(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./stacktest/sweep/
+	cd scenarios && $(GO) run ./cmd/finale-lab bench -roles 1000
 
 # generate: the example operators' deepcopy code and CRDs, from the
 # kubebuilder markers in examples/postgres/api, examples/temporal/api and
@@ -167,8 +183,8 @@ GENERATED     := examples/postgres/api examples/postgres/config/crd examples/tem
 
 generate:
 	@echo "== controller-gen: examples/postgres, examples/temporal and examples/keys deepcopy and CRDs"
-	$(CONTROLLER_GEN) object paths=./examples/postgres/api/... crd:crdVersions=v1 output:crd:dir=./examples/postgres/config/crd
-	$(CONTROLLER_GEN) object paths=./examples/temporal/api/... crd:crdVersions=v1 output:crd:dir=./examples/temporal/config/crd
+	cd examples/postgres && $(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=./config/crd
+	cd examples/temporal && $(CONTROLLER_GEN) object paths=./api/... crd:crdVersions=v1 output:crd:dir=./config/crd
 	$(CONTROLLER_GEN) object paths=./examples/keys/api/... crd:crdVersions=v1 output:crd:dir=./examples/keys/config/crd
 
 # verify-generate fails when the committed generated files differ from what

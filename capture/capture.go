@@ -625,7 +625,9 @@ func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, 
 			continue
 		}
 		sem <- struct{}{}
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			defer func() { <-sem }()
 			defer r.unclaim(key)
 			d := t.d
@@ -647,7 +649,7 @@ func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, 
 			if deleting && r.opts.Watchdog != nil {
 				r.opts.Watchdog.Done(ctx, t.sib, r.opts.Finalizer)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 }

@@ -61,7 +61,8 @@ func ExampleReleaser_SetupWithManager() {
 		}),
 		Completion: capture.CompletionFn[*Job](func(j *Job) bool { return j.Spec.Cancel }),
 		Clock:      clock.RealClock{},
-		Events:     mgr.GetEventRecorder("job-capture"),
+		// Events: the manager's recorder (mgr.GetEventRecorder("job-capture")
+		// with controller-runtime v0.23 or later); nil sends none.
 	})
 	if err != nil {
 		panic(err)

@@ -180,10 +180,12 @@ func TestGRPCConcurrentDoDialsOnce(t *testing.T) {
 	errs := make(chan error, n)
 	start := make(chan struct{})
 	for range n {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			<-start
 			errs <- p.Do(t.Context(), key, check(servingService))
-		})
+		}()
 	}
 	close(start)
 	wg.Wait()

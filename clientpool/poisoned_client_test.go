@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -36,6 +35,7 @@ import (
 	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/errclass"
+	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -84,6 +84,9 @@ type workerReconciler struct {
 	pool *clientpool.Pool[endpoint, *grpc.ClientConn]
 	key  endpoint
 	wd   *watchdog.Watchdog
+	// timeout, when positive, bounds every Reconcile's context, as
+	// controller-runtime's ReconciliationTimeout (v0.22 and later) does.
+	timeout time.Duration
 
 	observed atomic.Int64 // successful ordinary reconciles (client cached)
 	attempts atomic.Int64 // cleanup attempts
@@ -91,6 +94,11 @@ type workerReconciler struct {
 }
 
 func (r *workerReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
 	u := newWorker(req.Namespace, req.Name)
 	if err := r.c.Get(ctx, req.NamespacedName, u); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -151,8 +159,8 @@ type seedConfig struct {
 	policy clientpool.Policy
 	// callTimeout is the pool's CallTimeout; zero is seedCallTimeout.
 	callTimeout time.Duration
-	// reconcileTimeout is the manager's ReconciliationTimeout (the
-	// deadline of every Reconcile's context); zero is none.
+	// reconcileTimeout is the deadline of every Reconcile's context, as
+	// controller-runtime's ReconciliationTimeout sets it; zero is none.
 	reconcileTimeout time.Duration
 }
 
@@ -186,16 +194,19 @@ func startSeed(t *testing.T, name string, cfg seedConfig) *seedRun {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Controller:             config.Controller{ReconciliationTimeout: cfg.reconcileTimeout},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := mgr.GetEventRecorder("finale-g1-seed")
+	rec, err := eventrec.For(mgr, "finale-g1-seed")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.r = &workerReconciler{
-		c:    mgr.GetClient(),
-		pool: pool,
-		key:  endpoint{Addr: s.b.proxy.Addr(), SecretName: "temporal-cloud-api-key"},
+		c:       mgr.GetClient(),
+		pool:    pool,
+		key:     endpoint{Addr: s.b.proxy.Addr(), SecretName: "temporal-cloud-api-key"},
+		timeout: cfg.reconcileTimeout,
 		wd: watchdog.New(watchdog.Options{
 			Clock:     s.clk,
 			Threshold: seedThreshold,

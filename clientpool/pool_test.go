@@ -663,7 +663,9 @@ func TestNoLeakUnderChurn(t *testing.T) {
 	var wg sync.WaitGroup
 	var usedClosed atomic.Int64
 	for g := range 16 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := range 200 {
 				key := keys[(g+i)%len(keys)]
 				if i%37 == 0 {
@@ -677,7 +679,7 @@ func TestNoLeakUnderChurn(t *testing.T) {
 					return answers[(g*7+i)%len(answers)]
 				})
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if err := p.Close(); err != nil {

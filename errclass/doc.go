@@ -27,12 +27,20 @@
 //
 // # Sources
 //
-// Kubernetes API errors (k8s.io/apimachinery/pkg/api/errors), gRPC status
-// codes, PostgreSQL SQLSTATE (*pgconn.PgError) and pgconn's connect, closed
-// and parse errors, any error carrying an HTTP status through
-// StatusCode() int (see HTTPStatus), TLS and x509 failures, net and syscall
-// errors (refused, reset, broken pipe, timeouts, DNS), io.EOF and
+// Kubernetes API errors (k8s.io/apimachinery/pkg/api/errors); gRPC status
+// codes, read through GRPCStatus() (grpc-go) or Status() (Temporal's
+// serviceerror types, the SDK's own call timeout among them); PostgreSQL
+// SQLSTATE through SQLState() (pgx's *pgconn.PgError, lib/pq's *pq.Error),
+// and pgx's connect, closed-connection and parse errors, recognised by
+// their type names so that errclass does not require pgx; any error
+// carrying an HTTP status through StatusCode() int (see HTTPStatus); TLS
+// and x509 failures; net and syscall errors (refused, reset, broken pipe,
+// timeouts, DNS); any error whose Timeout() bool says true; io.EOF and
 // io.ErrUnexpectedEOF.
+//
+// An ecosystem it does not know is taught once: a Func given to New, and
+// that Classifier given to the pool (clientpool.Options.Classifier), which
+// lifecycle, hold and the sweeper then take from it.
 //
 // # Decisions
 //

@@ -8,9 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"syscall"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -206,12 +206,20 @@ func kubernetes(err error) (Class, bool) {
 	return Unknown, true
 }
 
+// grpcStatus reads a gRPC status from the error or anything it wraps:
+// GRPCStatus() is grpc-go's own accessor; Status() is where Temporal's
+// serviceerror types keep theirs (the SDK turns its own call timeout into
+// *serviceerror.DeadlineExceeded, whose code is only behind Status()).
 func grpcStatus(err error) (Class, bool) {
+	var s *status.Status
 	var gs interface{ GRPCStatus() *status.Status }
-	if !errors.As(err, &gs) {
-		return "", false
+	var ss interface{ Status() *status.Status }
+	switch {
+	case errors.As(err, &gs):
+		s = gs.GRPCStatus()
+	case errors.As(err, &ss):
+		s = ss.Status()
 	}
-	s := gs.GRPCStatus()
 	if s == nil {
 		return "", false
 	}
@@ -271,29 +279,46 @@ var sqlclass = map[string]Class{
 	"0A": Invalid,   // feature not supported
 }
 
+// sqlStater is what PostgreSQL drivers' server errors expose: pgx's
+// *pgconn.PgError and lib/pq's *pq.Error both have SQLState().
+type sqlStater interface{ SQLState() string }
+
+// pgconnPath is the package of pgx's connection errors. They are
+// recognised by type name (reflect), not by type, so that errclass, and
+// every module that imports it, does not require pgx.
+const pgconnPath = "github.com/jackc/pgx/v5/pgconn"
+
 func postgres(err error) (Class, bool) {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		if cl, ok := sqlstate[pe.Code]; ok {
+	var ss sqlStater
+	if errors.As(err, &ss) {
+		code := ss.SQLState()
+		if cl, ok := sqlstate[code]; ok {
 			return cl, true
 		}
-		if len(pe.Code) == 5 {
-			if cl, ok := sqlclass[pe.Code[:2]]; ok {
+		if len(code) == 5 {
+			if cl, ok := sqlclass[code[:2]]; ok {
 				return cl, true
 			}
 		}
 		return Unknown, true
 	}
-	if errors.Is(err, pgconn.ErrConnClosed) {
-		return Transport, true
-	}
-	var pce *pgconn.ParseConfigError
-	if errors.As(err, &pce) {
-		return Invalid, true
+	var connect bool
+	for _, e := range chain(err) {
+		switch pgconnType(e) {
+		case "ParseConfigError":
+			return Invalid, true
+		case "connLockError":
+			// Wraps pgconn.ErrConnClosed, and nothing else, when the
+			// connection is closed; a busy connection wraps nothing.
+			if errors.Unwrap(e) != nil {
+				return Transport, true
+			}
+		case "ConnectError":
+			connect = true
+		}
 	}
 	// A ConnectError with nothing typed beneath it is still a failed dial.
-	var ce *pgconn.ConnectError
-	if errors.As(err, &ce) && !errors.Is(err, context.DeadlineExceeded) {
+	if connect && !errors.Is(err, context.DeadlineExceeded) {
 		if cl, ok := netError(err); ok {
 			return cl, true
 		}
@@ -303,6 +328,46 @@ func postgres(err error) (Class, bool) {
 		return Transport, true
 	}
 	return "", false
+}
+
+// pgconnType is the name of e's type when it is declared in pgx's pgconn
+// package, else "".
+func pgconnType(e error) string {
+	t := reflect.TypeOf(e)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.PkgPath() != pgconnPath {
+		return ""
+	}
+	return t.Name()
+}
+
+// chain lists err and everything it wraps, depth first, as errors.As walks
+// it; a bounded number of errors, so that a cyclic Unwrap cannot hang a
+// classification.
+func chain(err error) []error {
+	const limit = 64
+	var out []error
+	stack := []error{err}
+	for len(stack) > 0 && len(out) < limit {
+		e := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if e == nil {
+			continue
+		}
+		out = append(out, e)
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			stack = append(stack, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			es := u.Unwrap()
+			for i := len(es) - 1; i >= 0; i-- {
+				stack = append(stack, es[i])
+			}
+		}
+	}
+	return out
 }
 
 // tlsError: a peer whose certificate does not verify, or that rejects ours,
@@ -345,6 +410,12 @@ func netError(err error) (Class, bool) {
 	case errors.As(err, &dns), errors.As(err, &op):
 		return Transport, true
 	case errors.As(err, &ne) && ne.Timeout():
+		return Transport, true
+	}
+	// Any error that says it is a timeout (net.Error's method alone, which
+	// many SDKs' errors implement without being net errors).
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
 		return Transport, true
 	}
 	return "", false

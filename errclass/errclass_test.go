@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +34,22 @@ type httpError struct{ code int }
 
 func (e *httpError) Error() string   { return fmt.Sprintf("HTTP %d", e.code) }
 func (e *httpError) StatusCode() int { return e.code }
+
+// sqlError is how PostgreSQL drivers expose a server error's SQLSTATE
+// (pgx's *pgconn.PgError and lib/pq's *pq.Error; the real pgx values are
+// classified in examples/postgres/stacktest/errclass).
+type sqlError struct{ code string }
+
+func (e *sqlError) Error() string    { return "SQLSTATE " + e.code }
+func (e *sqlError) SQLState() string { return e.code }
+
+// statusError keeps its gRPC status behind Status(), not GRPCStatus(), as
+// Temporal's serviceerror types do (the real ones are classified in
+// examples/temporal/stacktest).
+type statusError struct{ s *status.Status }
+
+func (e *statusError) Error() string          { return "status error" }
+func (e *statusError) Status() *status.Status { return e.s }
 
 var gr = schema.GroupResource{Group: "g1.test.finale.dev", Resource: "things"}
 
@@ -138,22 +153,9 @@ func x509Error(t *testing.T) error {
 	return err
 }
 
-func pgConnectRefused(t *testing.T) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	c, err := pgconn.Connect(ctx, "postgres://nobody@"+refusedAddr(t)+"/x?sslmode=disable")
-	if err == nil {
-		c.Close(ctx)
-		t.Fatal("connected to a closed port")
-	}
-	return err
-}
-
 func TestClassify(t *testing.T) {
 	live := t.Context()
 	netErrs := realNetErrors(t)
-	_, parseErr := pgconn.ParseConfig("postgres://a b c:%zz")
 
 	terminating := apierrors.NewForbidden(gr, "x", errors.New("namespace is being terminated"))
 	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: "NamespaceTerminating"}}
@@ -179,6 +181,11 @@ func TestClassify(t *testing.T) {
 		"grpc invalid argument":         {status.Error(codes.InvalidArgument, "x"), errclass.Invalid},
 		"grpc canceled":                 {status.Error(codes.Canceled, "x"), errclass.Canceled},
 		"grpc internal":                 {status.Error(codes.Internal, "x"), errclass.Unknown},
+		"status() deadline exceeded":    {&statusError{status.New(codes.DeadlineExceeded, "x")}, errclass.Transport},
+		"status() not found":            {&statusError{status.New(codes.NotFound, "x")}, errclass.NotFound},
+		"status() nil":                  {&statusError{}, errclass.Unknown},
+		"timeout() true":                {&timeoutError{timeout: true}, errclass.Transport},
+		"timeout() false":               {&timeoutError{}, errclass.Unknown},
 		"dial refused":                  {netErrs["dial refused"], errclass.Transport},
 		"read timeout":                  {netErrs["read timeout"], errclass.Transport},
 		"read after peer reset":         {netErrs["read after peer reset"], errclass.Transport},
@@ -218,22 +225,19 @@ func TestClassify(t *testing.T) {
 		"k8s invalid":                   {apierrors.NewInvalid(schema.GroupKind{Kind: "T"}, "x", nil), errclass.Invalid},
 		"k8s bad request":               {apierrors.NewBadRequest("x"), errclass.Invalid},
 		"k8s internal":                  {apierrors.NewInternalError(errors.New("x")), errclass.Unknown},
-		"pg connection failure 08006":   {&pgconn.PgError{Code: "08006"}, errclass.Transport},
-		"pg admin shutdown 57P01":       {&pgconn.PgError{Code: "57P01"}, errclass.Transport},
-		"pg bad password 28P01":         {&pgconn.PgError{Code: "28P01"}, errclass.Auth},
-		"pg no role 28000":              {&pgconn.PgError{Code: "28000"}, errclass.Auth},
-		"pg undefined object 42704":     {&pgconn.PgError{Code: "42704"}, errclass.NotFound},
-		"pg no database 3D000":          {&pgconn.PgError{Code: "3D000"}, errclass.NotFound},
-		"pg duplicate object 42710":     {&pgconn.PgError{Code: "42710"}, errclass.Conflict},
-		"pg object in use 55006":        {&pgconn.PgError{Code: "55006"}, errclass.Conflict},
-		"pg dependents 2BP01":           {&pgconn.PgError{Code: "2BP01"}, errclass.Conflict},
-		"pg too many connections":       {&pgconn.PgError{Code: "53300"}, errclass.Throttled},
-		"pg syntax 42601":               {&pgconn.PgError{Code: "42601"}, errclass.Invalid},
-		"pg query canceled 57014":       {&pgconn.PgError{Code: "57014"}, errclass.Canceled},
-		"pg disk full 53100":            {&pgconn.PgError{Code: "53100"}, errclass.Unknown},
-		"pg connect refused":            {pgConnectRefused(t), errclass.Transport},
-		"pg conn closed":                {fmt.Errorf("query: %w", pgconn.ErrConnClosed), errclass.Transport},
-		"pg parse config":               {parseErr, errclass.Invalid},
+		"pg connection failure 08006":   {&sqlError{"08006"}, errclass.Transport},
+		"pg admin shutdown 57P01":       {&sqlError{"57P01"}, errclass.Transport},
+		"pg bad password 28P01":         {&sqlError{"28P01"}, errclass.Auth},
+		"pg no role 28000":              {&sqlError{"28000"}, errclass.Auth},
+		"pg undefined object 42704":     {&sqlError{"42704"}, errclass.NotFound},
+		"pg no database 3D000":          {&sqlError{"3D000"}, errclass.NotFound},
+		"pg duplicate object 42710":     {&sqlError{"42710"}, errclass.Conflict},
+		"pg object in use 55006":        {&sqlError{"55006"}, errclass.Conflict},
+		"pg dependents 2BP01":           {&sqlError{"2BP01"}, errclass.Conflict},
+		"pg too many connections":       {&sqlError{"53300"}, errclass.Throttled},
+		"pg syntax 42601":               {&sqlError{"42601"}, errclass.Invalid},
+		"pg query canceled 57014":       {&sqlError{"57014"}, errclass.Canceled},
+		"pg disk full 53100":            {&sqlError{"53100"}, errclass.Unknown},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +27,7 @@ func build(kind uint8, code int, text string) error {
 	case 0:
 		return status.Error(codes.Code(1+uint32(code)%19), text) // 0 is OK: no error
 	case 1:
-		return &pgconn.PgError{Code: text, Message: text}
+		return &sqlError{code: text}
 	case 2:
 		return &apierrors.StatusError{ErrStatus: metav1.Status{Code: int32(code), Reason: metav1.StatusReason(text), Message: text}}
 	case 3:
@@ -38,7 +37,7 @@ func build(kind uint8, code int, text string) error {
 	case 5:
 		return &net.DNSError{Err: text, Name: text, IsTimeout: code%2 == 0}
 	case 6:
-		return []error{context.Canceled, context.DeadlineExceeded, io.EOF, io.ErrUnexpectedEOF, pgconn.ErrConnClosed}[uint(code)%5]
+		return []error{context.Canceled, context.DeadlineExceeded, io.EOF, io.ErrUnexpectedEOF}[uint(code)%4]
 	case 7:
 		return errors.Join(errors.New(text), build(uint8(code), code/3, text))
 	case 8:
@@ -46,10 +45,17 @@ func build(kind uint8, code int, text string) error {
 		if code%2 == 0 {
 			return fmt.Errorf("%s: %w", text, nilStatus)
 		}
-		return &pgconn.ConnectError{Config: &pgconn.Config{}}
+		return &timeoutError{timeout: code%3 == 0}
 	}
 	return errors.New(text)
 }
+
+// timeoutError says whether it is a timeout, as many SDKs' errors do
+// without being net errors.
+type timeoutError struct{ timeout bool }
+
+func (e *timeoutError) Error() string { return "timeout?" }
+func (e *timeoutError) Timeout() bool { return e.timeout }
 
 func FuzzClassify(f *testing.F) {
 	for k := range 10 {

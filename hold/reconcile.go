@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/errclass"
+	"github.com/finale-dev/finale/internal/eventrec"
 )
 
 // secretMeta is an empty Secret in metadata-only form. The hold reads and
@@ -37,7 +38,7 @@ func secretMeta() *metav1.PartialObjectMetadata {
 // changes). Reads go through the manager's cache, writes through its
 // client. The Secret watch is metadata-only, so the cache holds no Secret's
 // data on the hold's account. A nil Recorder becomes
-// mgr.GetEventRecorder("finale-hold").
+// the manager's events.k8s.io recorder named "finale-hold".
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	h.mu.Lock()
 	done := h.setUp
@@ -50,7 +51,11 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if h.cfg.Recorder == nil {
-		h.cfg.Recorder = mgr.GetEventRecorder("finale-hold")
+		rec, err := eventrec.For(mgr, "finale-hold")
+		if err != nil {
+			return fmt.Errorf("hold: %w", err)
+		}
+		h.cfg.Recorder = rec
 	}
 	if h.cfg.Live == nil {
 		h.cfg.Live = mgr.GetAPIReader()

@@ -52,7 +52,6 @@ func Example_wiring() {
 			Finalizer: "example.com/cleanup", Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader(),
 			Ledger: records, Hold: parents,
 			Watchdog: watchdog.New(watchdog.Options{Scheme: mgr.GetScheme()}), // G1: stuck deletions visible
-			Recorder: mgr.GetEventRecorder("example"),
 		})
 		if err != nil {
 			return err

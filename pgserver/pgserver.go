@@ -19,8 +19,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // AdminUser is the superuser initdb creates.
@@ -228,7 +226,17 @@ func (s *Server) Stop() error {
 	return s.err
 }
 
+// waitReady polls with psql (from the server's own directory, else PATH),
+// logging in as AdminUser, until the server answers a query. psql, not a
+// Go driver, so that pgserver and every module that imports it (testenv)
+// do not require one.
 func (s *Server) waitReady(ctx context.Context) error {
+	psql := filepath.Join(s.bin, "psql")
+	if _, err := os.Stat(psql); err != nil {
+		if psql, err = lookPath("psql"); err != nil {
+			return fmt.Errorf("pgserver: no psql in %s or on PATH (Debian: apt-get install postgresql-client): %w", s.bin, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -236,16 +244,16 @@ func (s *Server) waitReady(ctx context.Context) error {
 	var lastErr error
 	for {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(cctx, s.DSN())
-		if err == nil {
-			err = conn.QueryRow(cctx, "SHOW server_version").Scan(&s.Version)
-			_ = conn.Close(cctx) // a readiness probe
-		}
+		q := exec.CommandContext(cctx, psql, "-X", "-A", "-t", "-w", "-h", s.Host, "-p", strconv.Itoa(s.Port),
+			"-U", AdminUser, "-d", "postgres", "-c", "SHOW server_version")
+		q.Env = append(os.Environ(), "PGPASSWORD="+s.Password, "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=2")
+		out, err := q.CombinedOutput()
 		ccancel()
 		if err == nil {
+			s.Version = strings.TrimSpace(string(out))
 			return nil
 		}
-		lastErr = err
+		lastErr = fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
 		select {
 		case <-s.done:
 			return fmt.Errorf("pgserver: postgres exited before it was ready; log:\n%s", tail(s.log))

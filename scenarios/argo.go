@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/argo/guard"
-	"github.com/finale-dev/finale/internal/argo"
+	argo "github.com/finale-dev/finale/examples/argo/stack"
 )
 
 // ArgoStatusCapture is G3 on the seed's own stack: the stock Argo Workflows

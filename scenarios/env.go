@@ -33,7 +33,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/internal/operator"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
 	"github.com/finale-dev/finale/pgserver"
 )
 

@@ -14,11 +14,12 @@ import (
 func Example() {
 	wire := func(mgr ctrl.Manager, l *ledger.Ledger, roles, databases sweep.Targets) error {
 		s, err := sweep.New(sweep.Options{
-			Ledger:   l,
-			Owners:   mgr.GetCache(),
-			Live:     mgr.GetAPIReader(),
-			Targets:  sweep.ByKind{"Role": roles, "Database": databases},
-			Recorder: mgr.GetEventRecorder("finale-sweep"),
+			Ledger:  l,
+			Owners:  mgr.GetCache(),
+			Live:    mgr.GetAPIReader(),
+			Targets: sweep.ByKind{"Role": roles, "Database": databases},
+			// Recorder: mgr.GetEventRecorder("finale-sweep") with
+			// controller-runtime v0.23 or later; nil sends no Events.
 		})
 		if err != nil {
 			return err

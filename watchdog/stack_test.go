@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -265,7 +266,10 @@ func TestBlockedDeletionOnRealStack(t *testing.T) {
 	clk := clocktesting.NewFakeClock(u.GetDeletionTimestamp().Add(time.Second))
 	// Count what reaches the manager's recorder: the API view below merges
 	// repeats into a series asynchronously, the count is exact.
-	rec := s.mgr.GetEventRecorder("finale-watchdog")
+	rec, err := eventrec.For(s.mgr, "finale-watchdog")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	emitted := map[string]int{} // guarded by mu
 	w := watchdog.New(watchdog.Options{
@@ -358,10 +362,14 @@ func TestRunnableChecksAndSweeps(t *testing.T) {
 	ctx := t.Context()
 	stale, vanished := s.deletingWidget(t, "stale"), s.deletingWidget(t, "vanished")
 	clk := clocktesting.NewFakeClock(stale.GetDeletionTimestamp().Add(time.Second))
+	rec, err := eventrec.For(s.mgr, "finale-watchdog")
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := watchdog.New(watchdog.Options{
 		Clock:      clk,
 		Threshold:  5 * time.Minute,
-		Recorder:   s.mgr.GetEventRecorder("finale-watchdog"),
+		Recorder:   rec,
 		Conditions: watchdog.StatusConditions{Reader: s.mgr.GetAPIReader(), Status: s.c},
 		Scheme:     s.mgr.GetScheme(),
 	})

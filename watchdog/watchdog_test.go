@@ -402,12 +402,14 @@ func TestConcurrentAttemptsAnnounceOnce(t *testing.T) {
 	obj := deleting("ConcurrentWidget", "c")
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for range 50 {
 				w.Attempt(t.Context(), obj, fin, errTimeout)
 				w.Check(t.Context())
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	if got := len(ev.lines()); got != 1 {

@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -925,13 +924,15 @@ func oneLine(s string) string {
 
 // readOnly is the writer half of the audit's record store: the store's
 // API needs one, and the audit must never use it.
-type readOnly struct{}
+//
+// The embedded Writer is nil: it only supplies the methods some
+// controller-runtime versions add to client.Writer (Apply, from v0.22),
+// which the store never calls; every method the store has is answered
+// here with errReadOnly.
+type readOnly struct{ client.Writer }
 
 var _ client.Writer = readOnly{}
 
-func (readOnly) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
-	return errReadOnly
-}
 func (readOnly) Create(context.Context, client.Object, ...client.CreateOption) error {
 	return errReadOnly
 }

@@ -12,8 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/managedfields"
-	"k8s.io/client-go/applyconfigurations"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,9 +56,6 @@ type holdAnswer struct{ PFin, SFin bool }
 // realHold memoizes the real hold's answers.
 type realHold struct {
 	scheme *runtime.Scheme
-	// conv is built once: the fake client otherwise builds a scheme and a
-	// type converter for every client, which costs far more than a pass.
-	conv   []managedfields.TypeConverter
 	mu     sync.Mutex // guards the maps
 	parent map[holdKey]holdAnswer
 	secret map[holdKey]bool
@@ -74,7 +69,6 @@ var theHold = func() *realHold {
 	}
 	return &realHold{
 		scheme: s,
-		conv:   []managedfields.TypeConverter{applyconfigurations.NewTypeConverter(s), managedfields.NewDeducedTypeConverter()},
 		parent: map[holdKey]holdAnswer{},
 		secret: map[holdKey]bool{},
 		dep:    map[holdKey][2]bool{},
@@ -146,7 +140,7 @@ func (h *realHold) world(k holdKey) (client.Client, *hold.Hold, error) {
 		d.SetAnnotations(map[string]string{"parent": tableParent})
 		objs = append(objs, d)
 	}
-	b := fake.NewClientBuilder().WithScheme(h.scheme).WithTypeConverters(h.conv...).WithObjects(objs...)
+	b := fake.NewClientBuilder().WithScheme(h.scheme).WithObjects(objs...)
 	for _, ix := range hd.Indexes() {
 		b = b.WithIndex(ix.Object, ix.Field, ix.Func)
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 )
 
@@ -52,8 +54,10 @@ func TestPublishedZipIsWhatAProxyServes(t *testing.T) {
 	for _, f := range zr.File {
 		name := strings.TrimPrefix(f.Name, prefix)
 		have[name] = true
-		if strings.HasPrefix(name, "tools/") || strings.HasPrefix(name, "internal/modproxy/testdata/consumer/") {
-			t.Errorf("the zip holds %s, a file of a nested module", name)
+		for _, nested := range []string{"tools/", "internal/modproxy/testdata/consumer/", "examples/postgres/", "examples/temporal/", "examples/argo/", "scenarios/"} {
+			if strings.HasPrefix(name, nested) {
+				t.Errorf("the zip holds %s, a file of a nested module", name)
+			}
 		}
 	}
 	for _, name := range []string{"go.mod", "internal/kubebin/module.txtar", "controlplane/kubeinstall/main.go"} {
@@ -94,8 +98,13 @@ func TestConsumer(t *testing.T) {
 		{"run", mv.Path + "/controlplane/kubeinstall@" + mv.Version},
 		{"mod", "edit", "-require=" + mv.String()},
 		{"mod", "tidy"},
+		{"check pins"},
 		{"test", "-race", "-count=1", "-timeout=15m", "-v", "./..."},
 	} {
+		if args[0] == "check pins" {
+			checkPins(t, dir)
+			continue
+		}
 		step := time.Now()
 		cmd := exec.CommandContext(t.Context(), "go", args...)
 		cmd.Dir = dir
@@ -107,4 +116,52 @@ func TestConsumer(t *testing.T) {
 		}
 	}
 	t.Logf("consumer check: %s in all", time.Since(start).Round(time.Millisecond))
+}
+
+// pinned is what the consumer's go.mod asks for before finale is added;
+// adding finale must move none of it.
+var pinned = map[string]string{
+	"go":                             "1.24.0",
+	"k8s.io/api":                     "v0.33.0",
+	"k8s.io/apimachinery":            "v0.33.0",
+	"k8s.io/client-go":               "v0.33.0",
+	"sigs.k8s.io/controller-runtime": "v0.21.0",
+}
+
+// dragged are modules only finale's examples need: a consumer of the
+// library must not get them, not even in go.sum.
+var dragged = []string{"github.com/jackc/pgx", "go.temporal.io/", "github.com/argoproj/"}
+
+// checkPins fails t when go mod tidy moved a pin of the consumer's or
+// brought in what only finale's examples need.
+func checkPins(t *testing.T, dir string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := modfile.Parse("go.mod", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{"go": f.Go.Version}
+	for _, r := range f.Require {
+		if _, ok := pinned[r.Mod.Path]; ok {
+			got[r.Mod.Path] = r.Mod.Version
+		}
+	}
+	if diff := cmp.Diff(pinned, got); diff != "" {
+		t.Errorf("adding finale moved the consumer's pins (-want +got):\n%s", diff)
+	}
+	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(sum), "\n") {
+		for _, d := range dragged {
+			if strings.HasPrefix(line, d) {
+				t.Errorf("the consumer's go.sum holds %q: the library module must not require it", line)
+			}
+		}
+	}
 }

@@ -119,7 +119,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	started = true
 	readyc := make(chan ready, 1)
 	var copied sync.WaitGroup
-	copied.Go(func() { scanReady(stdout, logFile, readyc) })
+	copied.Add(1)
+	go func() { defer copied.Done(); scanReady(stdout, logFile, readyc) }()
 	go func() {
 		copied.Wait() // Wait closes stdout; everything it carried is logged first
 		s.err = s.cmd.Wait()

@@ -24,7 +24,7 @@ import (
 	"github.com/finale-dev/finale/capture"
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/argo/guard"
-	"github.com/finale-dev/finale/internal/argo"
+	argo "github.com/finale-dev/finale/examples/argo/stack"
 	"github.com/finale-dev/finale/internal/testenv"
 )
 

@@ -13,6 +13,7 @@ import (
 	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/keyclient"
 	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/sweep"
@@ -78,7 +79,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Operator, error) 
 		o.CallTimeout = DefaultCallTimeout
 	}
 	scheme, live := mgr.GetScheme(), mgr.GetAPIReader()
-	recorder := mgr.GetEventRecorder("finale-keys")
+	recorder, err := eventrec.For(mgr, "finale-keys")
+	if err != nil {
+		return nil, err
+	}
 	pool, err := clientpool.New(clientpool.Options[Key, *keyclient.Client]{
 		Name: "keys", Dial: dial(live), CallTimeout: o.CallTimeout, IdleTimeout: 10 * time.Minute, Clock: o.Clock,
 		Close: clientpool.CloseFn[*keyclient.Client](func(c *keyclient.Client) error { return c.Close() }),

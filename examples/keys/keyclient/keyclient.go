@@ -143,7 +143,7 @@ func (c *Client) Identity(ctx context.Context) (string, error) {
 func (c *Client) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
 	var a service.ProveResponse
 	err := c.do(ctx, http.MethodPost, "/v1/identity/prove", nil, service.NewProveRequest(q), &a, http.StatusOK)
-	if e, ok := errors.AsType[*Error](err); ok && e.Code == service.CodeNotEnrolled {
+	if e := (*Error)(nil); errors.As(err, &e) && e.Code == service.CodeNotEnrolled {
 		return ledger.Answer{}, fmt.Errorf("%w: %w", ErrNotEnrolled, err)
 	}
 	return a.Answer(), err

@@ -49,7 +49,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 	defer c.Close()
 	_, err = c.List(t.Context(), "t")
-	if e, ok := errors.AsType[*keyclient.Error](err); !ok || e.Status != http.StatusTemporaryRedirect {
+	if e := (*keyclient.Error)(nil); !errors.As(err, &e) || e.Status != http.StatusTemporaryRedirect {
 		t.Errorf("List through a redirect = %v, want an *Error with status 307", err)
 	}
 	if n := elsewhere.Load(); n != 0 {

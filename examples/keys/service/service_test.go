@@ -49,7 +49,7 @@ func clientOf(t *testing.T, s *service.Server, tok string) *keyclient.Client {
 }
 
 func statusOf(err error) int {
-	if e, ok := errors.AsType[*keyclient.Error](err); ok {
+	if e := (*keyclient.Error)(nil); errors.As(err, &e) {
 		return e.Status
 	}
 	return 0

@@ -13,7 +13,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/lifecycle"
 )
 

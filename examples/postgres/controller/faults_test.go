@@ -16,7 +16,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 )
 
 // G1, the seed incident: the operator's connection goes silent (frozen

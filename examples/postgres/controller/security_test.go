@@ -26,7 +26,7 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/lifecycle"
 )

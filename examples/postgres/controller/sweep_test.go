@@ -10,7 +10,7 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/lifecycle"
 )
 

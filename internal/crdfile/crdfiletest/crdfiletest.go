@@ -22,13 +22,14 @@ const ControllerGen = "sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0"
 // (EXAMPLE/config/crd; committed names those files) differ from what
 // ControllerGen generates from EXAMPLE/api: someone edited the types without
 // `make generate`, or edited generated files by hand. example is a path from
-// the module root, such as "examples/postgres".
+// the root of the test's module: "examples/keys" in the library module,
+// "." in an example that is a module of its own.
 func CheckGenerated(t *testing.T, example string, committed []string) {
 	t.Helper()
 	root := filepath.Dir(goEnv(t, "GOMOD"))
 	tmp := t.TempDir()
 	cmd := exec.CommandContext(t.Context(), "go", "run", ControllerGen,
-		"object", "paths=./"+example+"/api/...",
+		"object", "paths=./"+filepath.ToSlash(filepath.Join(example, "api"))+"/...",
 		"crd:crdVersions=v1",
 		"output:object:dir="+filepath.Join(tmp, "object"),
 		"output:crd:dir="+filepath.Join(tmp, "crd"))

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/argo/guard"
-	"github.com/finale-dev/finale/internal/argo"
+	argo "github.com/finale-dev/finale/examples/argo/stack"
 	"github.com/finale-dev/finale/internal/testenv"
 )
 

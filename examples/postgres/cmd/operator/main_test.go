@@ -20,7 +20,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
-	"github.com/finale-dev/finale/internal/pgtarget"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/pgserver"

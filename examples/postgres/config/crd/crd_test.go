@@ -29,7 +29,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdfiletest.CheckGenerated(t, "examples/postgres", names)
+	crdfiletest.CheckGenerated(t, ".", names)
 }
 
 func scheme() *runtime.Scheme {

@@ -26,7 +26,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crdfiletest.CheckGenerated(t, "examples/temporal", names)
+	crdfiletest.CheckGenerated(t, ".", names)
 }
 
 func setup(t *testing.T) (client.Client, string) {

@@ -1,0 +1,457 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/examples/postgres/config/crd"
+	"github.com/finale-dev/finale/examples/postgres/controller"
+	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
+	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/internal/procstat"
+	"github.com/finale-dev/finale/pgserver"
+)
+
+// Stack is where the benchmarks run: a control plane (admin config) and a
+// PostgreSQL server, both throwaway.
+type Stack struct {
+	Config   *rest.Config
+	Postgres *pgserver.Server
+	// Log, when set, hears of progress (a 1,000-Role run takes minutes).
+	Log io.Writer
+}
+
+// waitLimit bounds every wait of a run.
+const waitLimit = 10 * time.Minute
+
+// ErrLeak reports roles left in PostgreSQL after their objects were gone: a
+// broken guarantee, not a slow one.
+var ErrLeak = errors.New("bench: roles left in PostgreSQL")
+
+// Lifecycle is the result of RunLifecycle.
+type Lifecycle struct {
+	Roles int
+	// On and Off are the wall times of the guarantees-on and naive builds,
+	// each summed over its two runs.
+	On, Off time.Duration
+	// WritesOn and WritesOff are API writes per Role lifecycle, counted at
+	// the operator's client: to the Role and to its cleanup record.
+	WritesOn, WritesOff float64
+	// EventsOn and EventsOff are the Events per Role lifecycle, each one
+	// more API write (through the event recorder's own client).
+	EventsOn, EventsOff float64
+	// CPUOn and CPUOff are the CPU time the stack's processes (API server,
+	// etcd, controller manager, PostgreSQL, this process) used, summed like
+	// the wall times.
+	CPUOn, CPUOff time.Duration
+}
+
+// Ratio is On / Off.
+func (l Lifecycle) Ratio() float64 { return l.On.Seconds() / l.Off.Seconds() }
+
+// ExtraWrites is WritesOn - WritesOff.
+func (l Lifecycle) ExtraWrites() float64 { return l.WritesOn - l.WritesOff }
+
+// AllWritesOn is every API write of a Role lifecycle with the guarantees
+// on, Events included.
+func (l Lifecycle) AllWritesOn() float64 { return l.WritesOn + l.EventsOn }
+
+// The targets, printed beside the figures.
+const (
+	TargetRatio       = 1.2
+	TargetExtraWrites = 2.0
+	// TargetAllWrites bounds a Role lifecycle's writes, Events included.
+	TargetAllWrites = 6.0
+)
+
+// run is one measured lifecycle of one build.
+type run struct {
+	wall   time.Duration
+	writes float64
+	events float64
+	cpu    time.Duration
+}
+
+// RunLifecycle creates then deletes n Roles with each build, on, off, off,
+// on, and returns the sums.
+func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
+	if n <= 0 {
+		return Lifecycle{}, fmt.Errorf("bench: %d Roles: give at least one", n)
+	}
+	res := Lifecycle{Roles: n}
+	for i, naive := range []bool{false, true, true, false} {
+		s.logf("lifecycle %d/4: %d Roles, %s", i+1, n, build(naive))
+		r, err := lifecycleRun(ctx, s, n, naive)
+		if err != nil {
+			return res, fmt.Errorf("bench: lifecycle, %s: %w", build(naive), err)
+		}
+		if naive {
+			res.Off += r.wall
+			res.CPUOff += r.cpu
+			res.WritesOff += r.writes / 2
+			res.EventsOff += r.events / 2
+		} else {
+			res.On += r.wall
+			res.CPUOn += r.cpu
+			res.WritesOn += r.writes / 2
+			res.EventsOn += r.events / 2
+		}
+	}
+	return res, nil
+}
+
+func build(naive bool) string {
+	if naive {
+		return "naive build"
+	}
+	return "guarantees on"
+}
+
+func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) {
+	env, err := s.setup(ctx)
+	if err != nil {
+		return run{}, err
+	}
+	defer env.close()
+	script := faultinject.NewScript()
+	op, err := env.startOperator(ctx, naive, script)
+	if err != nil {
+		return run{}, err
+	}
+	defer func() { _ = op.Stop() }() // the run's figures are what it returns
+	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
+		return run{}, err
+	}
+	before := len(script.Calls())
+	cpu0, err := procstat.CPUByCommand()
+	if err != nil {
+		return run{}, err
+	}
+	start := time.Now()
+	if err := env.createRoles(ctx, n); err != nil {
+		return run{}, err
+	}
+	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
+		return run{}, err
+	}
+	ready := time.Since(start)
+	if err := env.c.DeleteAllOf(ctx, &v1alpha1.Role{}, client.InNamespace(env.ns)); err != nil {
+		return run{}, err
+	}
+	if err := waitRoles(ctx, op.Cache, env.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 }); err != nil {
+		return run{}, err
+	}
+	wall := time.Since(start)
+	cpu1, err := procstat.CPUByCommand()
+	if err != nil {
+		return run{}, err
+	}
+	s.logf("  all Ready after %s, all gone %s later", ready.Round(time.Millisecond), (wall - ready).Round(time.Millisecond))
+	if err := env.noRolesLeft(ctx); err != nil {
+		return run{}, err
+	}
+	events, err := env.roleEvents(ctx)
+	if err != nil {
+		return run{}, err
+	}
+	return run{wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0)}, nil
+}
+
+// roleEvents counts the Events about Roles in the run's namespace, once
+// their number has stopped changing for half a second (the recorder sends
+// them in the background).
+func (e *env) roleEvents(ctx context.Context) (int, error) {
+	n, changed := -1, time.Now()
+	err := controlplane.WaitFor(ctx, waitLimit, "Role Events to settle", func(ctx context.Context) (bool, error) {
+		var l eventsv1.EventList
+		if err := e.c.List(ctx, &l, client.InNamespace(e.ns)); err != nil {
+			return false, err
+		}
+		c := 0
+		for _, ev := range l.Items {
+			if ev.Regarding.Kind == "Role" {
+				c++
+				if ev.Series != nil {
+					c += int(ev.Series.Count) - 1
+				}
+			}
+		}
+		if c != n {
+			n, changed = c, time.Now()
+		}
+		return time.Since(changed) >= 500*time.Millisecond, nil
+	})
+	return n, err
+}
+
+// lifecycleWrites counts the writes of Role lifecycles: to the Roles and
+// to their cleanup records (the only ConfigMaps the operator writes). The
+// hold's finalizers on the Server and its Secret are the parent's, two
+// writes each per parent however many Roles it has, and left out.
+func lifecycleWrites(calls []faultinject.Call) int {
+	n := 0
+	for _, c := range calls {
+		if c.Verb.IsWrite() && (c.Kind == "Role" || c.Kind == "ConfigMap") {
+			n++
+		}
+	}
+	return n
+}
+
+// NamespaceDeletion is the result of RunNamespaceDeletion.
+type NamespaceDeletion struct {
+	Roles int
+	// Gone is from the namespace's delete to its being gone, every role
+	// dropped by the operator through the hold.
+	Gone time.Duration
+	// Direct is dropping as many roles over one connection, nothing else.
+	Direct time.Duration
+}
+
+// RunNamespaceDeletion creates n Roles in a namespace, waits until they are
+// Ready, deletes the namespace and waits until it is gone; then drops n
+// roles directly for the baseline.
+func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletion, error) {
+	if n <= 0 {
+		return NamespaceDeletion{}, fmt.Errorf("bench: %d Roles: give at least one", n)
+	}
+	res := NamespaceDeletion{Roles: n}
+	env, err := s.setup(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer env.close()
+	op, err := env.startOperator(ctx, false, nil)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = op.Stop() }() // the run's figures are what it returns
+	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
+		return res, err
+	}
+	s.logf("namespace deletion: %d Roles", n)
+	if err := env.createRoles(ctx, n); err != nil {
+		return res, err
+	}
+	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.ns}}
+	if err := env.c.Delete(ctx, ns); err != nil {
+		return res, err
+	}
+	if err := controlplane.WaitGone(ctx, env.c, ns, waitLimit); err != nil {
+		return res, err
+	}
+	res.Gone = time.Since(start)
+	if err := env.noRolesLeft(ctx); err != nil {
+		return res, err
+	}
+	_ = op.Stop() // the roles are dropped; what follows needs no operator
+
+	direct := pgtarget.RandomName("bench_direct_") + "_"
+	for i := range n {
+		if _, err := env.db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s%d", direct, i)); err != nil {
+			return res, err
+		}
+	}
+	start = time.Now()
+	for i := range n {
+		if _, err := env.db.Exec(ctx, fmt.Sprintf("DROP ROLE %s%d", direct, i)); err != nil {
+			return res, err
+		}
+	}
+	res.Direct = time.Since(start)
+	return res, nil
+}
+
+func (s Stack) logf(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
+// env is one run's namespaces and connections.
+type env struct {
+	s      Stack
+	scheme *runtime.Scheme
+	c      client.Client
+	db     *pgx.Conn
+	ns     string // the Server's and Roles'
+	recNS  string // the cleanup records'
+	prefix string // of every role name this run creates
+}
+
+func (s Stack) setup(ctx context.Context) (*env, error) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	c, err := client.New(s.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	crds, err := crd.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	if err := controlplane.InstallCRDs(ctx, c, crds...); err != nil {
+		return nil, err
+	}
+	db, err := pgx.Connect(ctx, s.Postgres.DSN())
+	if err != nil {
+		return nil, err
+	}
+	e := &env{s: s, scheme: scheme, c: c, db: db, prefix: pgtarget.RandomName("bench_") + "_"}
+	for _, p := range []*string{&e.ns, &e.recNS} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "finale-bench-"}}
+		if err := c.Create(ctx, ns); err != nil {
+			e.close()
+			return nil, err
+		}
+		*p = ns.Name
+	}
+	objs := []client.Object{
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg-admin"},
+			Data:       map[string][]byte{"username": []byte(pgserver.AdminUser), "password": []byte(s.Postgres.Password)},
+		},
+		&v1alpha1.Server{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg"},
+			Spec: v1alpha1.ServerSpec{
+				Host: s.Postgres.Host, Port: int32(s.Postgres.Port), SSLMode: v1alpha1.SSLModeDisable,
+				CredentialsSecretRef: v1alpha1.CredentialsSecretReference{Name: "pg-admin"},
+			},
+		},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// close deletes the run's namespaces without waiting: with the operator
+// stopped, what they still hold is not this run's business any more.
+func (e *env) close() {
+	ctx := context.Background()
+	for _, ns := range []string{e.ns, e.recNS} {
+		if ns != "" {
+			_ = e.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}) // best effort
+		}
+	}
+	_ = e.db.Close(ctx) // best effort
+}
+
+func (e *env) createRoles(ctx context.Context, n int) error {
+	for i := range n {
+		r := &v1alpha1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("r%d", i)},
+			Spec: v1alpha1.RoleSpec{
+				ServerRef: v1alpha1.ServerReference{Name: "pg"}, RoleName: fmt.Sprintf("%s%d", e.prefix, i),
+				DeletionPolicy: v1alpha1.DeletionPolicyDelete,
+			},
+		}
+		if err := e.c.Create(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) noRolesLeft(ctx context.Context) error {
+	var left int
+	if err := e.db.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname LIKE $1", e.prefix+"%").Scan(&left); err != nil {
+		return err
+	}
+	if left != 0 {
+		return fmt.Errorf("%w: %d named %s*", ErrLeak, left, e.prefix)
+	}
+	return nil
+}
+
+// startOperator runs the operator in this process, its client counted by
+// script when set, and waits until its cache is filled.
+func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script) (*operator.Running, error) {
+	r, err := operator.Start(ctx, operator.Options{
+		Config: e.s.Config, Scheme: e.scheme, Script: script,
+		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: naive, PoolName: "bench-" + e.recNS},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.WaitForCacheSync(ctx); err != nil {
+		_ = r.Stop() // the sync error is the one to report
+		return nil, err
+	}
+	return r, nil
+}
+
+func serverReady(ctx context.Context, c client.Reader, ns string) error {
+	return controlplane.WaitFor(ctx, waitLimit, "the Server to be Ready", func(ctx context.Context) (bool, error) {
+		var srv v1alpha1.Server
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg"}, &srv); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return meta.IsStatusConditionTrue(srv.Status.Conditions, v1alpha1.ConditionReady), nil
+	})
+}
+
+// waitRoles waits on the operator's cache: free for the API server, where
+// polling Lists of N Roles would load the server being measured.
+func waitRoles(ctx context.Context, c client.Reader, ns, what string, done func(*v1alpha1.RoleList) bool) error {
+	return controlplane.WaitFor(ctx, waitLimit, what, func(ctx context.Context) (bool, error) {
+		var l v1alpha1.RoleList
+		if err := c.List(ctx, &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		return done(&l), nil
+	})
+}
+
+func readyCount(l *v1alpha1.RoleList) int {
+	n := 0
+	for _, r := range l.Items {
+		if meta.IsStatusConditionTrue(r.Status.Conditions, v1alpha1.ConditionReady) {
+			n++
+		}
+	}
+	return n
+}
+
+// stackProcesses are the commands whose CPU a run is charged: what the
+// operator's work costs, wherever it lands.
+var stackProcesses = []string{"kube-apiserver", "etcd", "kube-controller", "postgres"}
+
+func stackCPU(after, before map[string]time.Duration) time.Duration {
+	d := procstat.Sub(after, before, 0)
+	self, _ := os.ReadFile("/proc/self/comm") // this process's own command
+	var sum time.Duration
+	for _, p := range append(stackProcesses, strings.TrimSpace(string(self))) {
+		sum += d[p]
+	}
+	return sum
+}

@@ -1,0 +1,157 @@
+package bench_test
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/finale-dev/finale/scenarios/bench"
+	"github.com/finale-dev/finale/internal/testenv"
+)
+
+// The in-process operators' logs would drown the tables; controller-runtime
+// complains (with a stack) when no logger is set.
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	testenv.Main(m)
+}
+
+func stack(t testing.TB) bench.Stack {
+	s := bench.Stack{Config: testenv.ControlPlane(t).Config, Postgres: testenv.Postgres(t)}
+	if testing.Verbose() {
+		s.Log = tlog{t}
+	}
+	return s
+}
+
+// TestLifecycleWrites keeps the API-writes targets under test: the
+// guarantees may cost at most two writes more per Role lifecycle than the
+// naive build (the record's create and delete), a lifecycle may cost at
+// most six writes with its Events, and neither build may leave a role
+// behind. retrySlack allows for an occasional retried write, which
+// belongs to no lifecycle in particular.
+func TestLifecycleWrites(t *testing.T) {
+	l, err := bench.RunLifecycle(t.Context(), stack(t), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", l)
+	const retrySlack = 0.1
+	if l.ExtraWrites() > bench.TargetExtraWrites+retrySlack {
+		t.Fatalf("guarantees cost %.2f writes per Role lifecycle more than the naive build (%.2f vs %.2f); the target is at most %.0f",
+			l.ExtraWrites(), l.WritesOn, l.WritesOff, bench.TargetExtraWrites)
+	}
+	if l.AllWritesOn() > bench.TargetAllWrites+retrySlack {
+		t.Fatalf("a Role lifecycle costs %.2f API writes with its Events (%.2f Events); the target is at most %.0f", l.AllWritesOn(), l.EventsOn, bench.TargetAllWrites)
+	}
+	if l.EventsOn < 1 {
+		t.Fatalf("%.2f Events per Role lifecycle: at least the Created Event is expected, so the counting is broken", l.EventsOn)
+	}
+	if l.WritesOff < 3 {
+		t.Fatalf("naive build: %.2f writes per Role lifecycle; at least 3 (finalizer on, status, finalizer off) means the counting is broken", l.WritesOff)
+	}
+}
+
+func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
+	nd, err := bench.RunNamespaceDeletion(t.Context(), stack(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nd.Gone <= 0 || nd.Direct <= 0 {
+		t.Fatalf("unmeasured: %+v", nd)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	if _, err := bench.RunLifecycle(t.Context(), bench.Stack{}, 0); err == nil {
+		t.Fatal("RunLifecycle with 0 Roles succeeded")
+	}
+	if _, err := bench.RunNamespaceDeletion(t.Context(), bench.Stack{}, -1); err == nil {
+		t.Fatal("RunNamespaceDeletion with -1 Roles succeeded")
+	}
+}
+
+// roles is how many Roles one benchmark run uses; FINALE_BENCH_ROLES
+// overrides the default.
+func roles() int {
+	if n, err := strconv.Atoi(os.Getenv("FINALE_BENCH_ROLES")); err == nil && n > 0 {
+		return n
+	}
+	return 200
+}
+
+// BenchmarkRoleLifecycle reports the guarantees' cost against the naive
+// build. Run it with -benchtime=1x.
+func BenchmarkRoleLifecycle(b *testing.B) {
+	for b.Loop() {
+		l, err := bench.RunLifecycle(b.Context(), stack(b), roles())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(l.On.Seconds(), "s-on")
+		b.ReportMetric(l.Off.Seconds(), "s-off")
+		b.ReportMetric(l.Ratio(), "ratio-on/off")
+		b.ReportMetric(l.WritesOn, "writes/role-on")
+		b.ReportMetric(l.WritesOff, "writes/role-off")
+		b.ReportMetric(l.CPUOn.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-on/off")
+		b.ReportMetric(float64(l.Roles), "roles")
+	}
+}
+
+// BenchmarkNamespaceDeletion reports a namespace's time to gone against
+// dropping its roles directly. Run it with -benchtime=1x.
+func BenchmarkNamespaceDeletion(b *testing.B) {
+	for b.Loop() {
+		nd, err := bench.RunNamespaceDeletion(b.Context(), stack(b), roles())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(nd.Gone.Seconds(), "s-namespace-gone")
+		b.ReportMetric(nd.Direct.Seconds(), "s-direct-drop")
+		b.ReportMetric(float64(nd.Roles), "roles")
+	}
+}
+
+// tlog sends a Stack's progress to the test log.
+type tlog struct{ t testing.TB }
+
+func (l tlog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// outage is the window of BenchmarkServerOutage; FINALE_BENCH_OUTAGE
+// overrides the default five minutes.
+func outage() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("FINALE_BENCH_OUTAGE")); err == nil && d > 0 {
+		return d
+	}
+	return 5 * time.Minute
+}
+
+// BenchmarkServerOutage: 100 Roles on a Server that is down for a window
+// (five minutes by default): connection attempts and API writes with the
+// default per-object backoff against the fixed 2-second retry of before.
+//
+//	go test -run '^$' -bench ServerOutage -benchtime=1x -timeout 30m ./examples/postgres/bench/
+func BenchmarkServerOutage(b *testing.B) {
+	for b.Loop() {
+		o, err := bench.RunOutage(b.Context(), stack(b), 100, outage())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(o.Attempts), "attempts")
+		b.ReportMetric(float64(o.AttemptsBaseline), "attempts-fixed-2s")
+		b.ReportMetric(float64(o.AttemptsBaseline)/float64(max(o.Attempts, 1)), "attempts-ratio")
+		b.ReportMetric(float64(o.Reconciles), "reconciles")
+		b.ReportMetric(float64(o.ReconcilesBaseline), "reconciles-fixed-2s")
+		b.ReportMetric(float64(o.ReconcilesBaseline)/float64(max(o.Reconciles, 1)), "reconciles-ratio")
+		b.ReportMetric(float64(o.Writes), "api-writes")
+		b.ReportMetric(float64(o.WritesBaseline), "api-writes-fixed-2s")
+	}
+}

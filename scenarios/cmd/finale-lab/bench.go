@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/finale-dev/finale/scenarios/bench"
+)
+
+// defaultBenchRoles is issue 7's size: 1,000 Roles.
+const defaultBenchRoles = 1000
+
+// benchCmd measures the reference operator with its guarantees on against
+// the naive build of it, on a fresh local stack, and prints a table. A
+// missed performance target is reported in the table, not as a failure: on
+// shared cores a single run is noisy. A broken guarantee (a role left in
+// PostgreSQL) is an error.
+func benchCmd(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(out)
+	roles := fs.Int("roles", defaultBenchRoles, "Roles per run (each build runs twice, then one namespace of this many is deleted)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected argument %q (flags: -roles N)", fs.Arg(0))
+	}
+	if *roles <= 0 {
+		return fmt.Errorf("bench: -roles %d: give a positive number of Roles", *roles)
+	}
+	// The operator's log would only add I/O to what is measured, equally
+	// for both builds; the table is the output.
+	ctrllog.SetLogger(logr.Discard())
+	st, err := startStack(ctx, out)
+	if err != nil {
+		return err
+	}
+	defer st.stop()
+	s := bench.Stack{Config: st.cp.Config, Postgres: st.pg, Log: out}
+	l, err := bench.RunLifecycle(ctx, s, *roles)
+	if err != nil {
+		return err
+	}
+	nd, err := bench.RunNamespaceDeletion(ctx, s, *roles)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	return bench.WriteTable(out, l, nd)
+}
