@@ -90,22 +90,15 @@ func readAPIKey(ctx context.Context, r client.Reader, k Key) (string, error) {
 // Events and the watchdog.
 var discardLogger sdklog.Logger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 
-// Classifier knows the Temporal SDK's errors, which carry their gRPC status
-// behind Status() rather than GRPCStatus(), and this package's own.
+// Classifier adds this package's own errors to errclass's rules (which
+// read the SDK's serviceerror types through Status()): an API key that
+// cannot be read is Auth, never NotFound, which would read as a deployment
+// that is gone.
 var Classifier = errclass.New(classify)
 
-func classify(ctx context.Context, err error) (errclass.Class, bool) {
+func classify(_ context.Context, err error) (errclass.Class, bool) {
 	if errors.Is(err, ErrAPIKeyUnavailable) {
 		return errclass.Auth, true
-	}
-	var se interface{ Status() *status.Status }
-	if errors.As(err, &se) {
-		if st := se.Status(); st != nil {
-			// The built-in rules for the gRPC status, with the
-			// caller-context rule (a deadline while the caller is done is
-			// Canceled).
-			return errclass.Default.Classify(ctx, st.Err()), true
-		}
 	}
 	return "", false
 }
