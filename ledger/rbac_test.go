@@ -21,6 +21,9 @@ import (
 	"github.com/finale-dev/finale/ledger"
 )
 
+// TestMain shares one control plane among the package's tests.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 // manifests reads the shipped RBAC manifests, moved into namespace ns.
 func manifests(t *testing.T, ns string) []client.Object {
 	t.Helper()
@@ -125,7 +128,10 @@ func TestOnlyTheOperatorWritesRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: userNS, Name: "o", UID: "aaaaaaaa-0000-0000-0000-000000000001"}
-	rec := plainRecord(owner)
+	// A consistent record for the store alone (never signed).
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	rec := &ledger.Record{Schema: ledger.SchemaVersion, Owner: owner, Policy: ledger.PolicyDelete, Deployment: "dep", Salt: "salt",
+		Tag: ledger.Tag(owner), CreatedAt: t0, LastCreateAttempt: t0}
 	err = controlplane.WaitFor(t.Context(), 30*time.Second, "operator to create a record", func(ctx context.Context) (bool, error) {
 		err := store.Put(ctx, rec)
 		if apierrors.IsForbidden(err) {
