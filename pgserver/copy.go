@@ -13,7 +13,9 @@ import (
 // a restored backup, a staging copy or a promoted replica is: the same
 // system identifier, the same data, the same logins) and starts it as a new
 // server on another free port. The copy is independent from then on; Stop
-// it like any other.
+// it like any other. It has the data directory only: not the original's
+// Options.Settings, and not its TLS certificate and key, which live outside
+// the data directory (the copy serves no TLS).
 func (s *Server) Copy(ctx context.Context) (c *Server, err error) {
 	// The copy runs the original's binaries: pg_basebackup and a server
 	// of the same major version, found (or installed) once by Start.

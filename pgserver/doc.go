@@ -2,7 +2,9 @@
 // PostgreSQL (Debian's postgresql package, or initdb and postgres on PATH):
 // initdb into a temporary directory, a server on 127.0.0.1 and a free port
 // with password (SCRAM) authentication, and an admin DSN for pgx v5. Stop
-// removes everything.
+// removes everything. Options.TLS serves TLS with a certificate a test's
+// own CA (NewCA, CA.Issue) signed, so clients can verify the server
+// (sslmode=verify-full, sslrootcert the CA).
 //
 // It installs nothing by itself: without a server it returns
 // ErrNotInstalled, saying what to install. Options.Install asks it to run

@@ -53,6 +53,12 @@ type Options struct {
 	Install bool
 	// Settings are extra server settings (-c name=value).
 	Settings map[string]string
+	// TLS, when set, starts the server with ssl=on and this certificate
+	// and key (CA.Issue makes one). They are written outside the data
+	// directory, as a server whose key must not travel with its data
+	// keeps them, so a Copy (a pg_basebackup) does not carry them.
+	// Clients may still connect without TLS.
+	TLS *TLS
 }
 
 // Server is a running PostgreSQL.
@@ -121,7 +127,21 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	_ = os.Remove(pwfile)
 
-	if err := s.launch(ctx, bin, data, cred, opts.Settings); err != nil {
+	settings := opts.Settings
+	if opts.TLS != nil {
+		tlsSettings, err := writeTLS(dir, opts.TLS, cred)
+		if err != nil {
+			return nil, err
+		}
+		settings = make(map[string]string, len(opts.Settings)+len(tlsSettings))
+		for k, v := range opts.Settings {
+			settings[k] = v
+		}
+		for k, v := range tlsSettings {
+			settings[k] = v
+		}
+	}
+	if err := s.launch(ctx, bin, data, cred, settings); err != nil {
 		return nil, err
 	}
 	return s, nil
