@@ -1,17 +1,22 @@
 // Package pgsplice is an attacker's proxy for the tests: it sits between an
-// operator and a PostgreSQL server, relays the login, the proofs and every
-// other statement to that server, and splices chosen statements (the
-// deletes) onto a session of its own with another server. What the
-// operator sees is a normal session; what it deletes goes elsewhere.
+// operator and a PostgreSQL server and relays the login and every
+// statement to that server, except that it can send chosen statements (the
+// deletes) to a session of its own with another server (Divert), or move
+// the whole session there once a chosen statement (the first identity
+// proof) has been answered by the first server (SwitchAfter). What the
+// operator sees is one normal session; what it deletes, and what answers
+// its later proofs, is elsewhere.
 //
 // It speaks the wire protocol only as far as it must: message framing, the
-// SSLRequest (answered with TLS of its own, a certificate nobody checks,
-// when asked to, which is what sslmode=require accepts), and the simple
-// Query message whose text it matches. It is test machinery, under
-// internal/, and listens on loopback only.
+// SSLRequest (answered with TLS of its own, a certificate nobody checks
+// unless Options.Certificate says which, which is what sslmode=require
+// accepts), the simple Query message and the extended protocol's Parse,
+// Bind, Execute and Close, whose statement text it matches. It is test
+// machinery, under internal/, and listens on loopback only.
 package pgsplice
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -38,7 +43,8 @@ const (
 	gssEncRequest = 80877104
 )
 
-// Options configure a Splicer.
+// Options configure a Splicer. Primary, Other and one of Divert and
+// SwitchAfter are required.
 type Options struct {
 	// Primary is the server host:port the login and everything not
 	// diverted go to.
@@ -48,9 +54,20 @@ type Options struct {
 	Other string
 	// Divert reports whether a simple Query's SQL goes to Other.
 	Divert func(sql string) bool
-	// TLS makes the splicer accept SSLRequest with a self-signed
-	// certificate, as a client with sslmode=require accepts.
+	// SwitchAfter reports whether, once the Primary has answered a
+	// statement with this SQL (a simple Query, or the Execute of a
+	// prepared statement), the rest of the session goes to Other: every
+	// later message, on a session of the splicer's own there, with the
+	// client's prepared statements prepared there first. The client's
+	// session stays open and seems the same.
+	SwitchAfter func(sql string) bool
+	// TLS makes the splicer accept SSLRequest with a certificate of its
+	// own: self-signed, as a client with sslmode=require accepts, unless
+	// Certificate says which.
 	TLS bool
+	// Certificate, with TLS, is the certificate the splicer presents (one
+	// the attacker holds: a CA's certificate for another host, say).
+	Certificate *tls.Certificate
 }
 
 // Splicer is a running proxy.
@@ -59,20 +76,24 @@ type Splicer struct {
 	l        net.Listener
 	tls      *tls.Config
 	diverted atomic.Int32
+	switched atomic.Int32
 	wg       sync.WaitGroup
 }
 
 // New starts a Splicer on a free loopback port.
 func New(o Options) (*Splicer, error) {
-	if o.Primary == "" || o.Other == "" || o.Divert == nil {
-		return nil, errors.New("pgsplice: Primary, Other and Divert are required")
+	if o.Primary == "" || o.Other == "" || (o.Divert == nil && o.SwitchAfter == nil) {
+		return nil, errors.New("pgsplice: Primary, Other and Divert or SwitchAfter are required")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("pgsplice: %w", err)
 	}
 	s := &Splicer{o: o, l: l}
-	if o.TLS {
+	switch {
+	case o.TLS && o.Certificate != nil:
+		s.tls = &tls.Config{Certificates: []tls.Certificate{*o.Certificate}}
+	case o.TLS:
 		if s.tls, err = selfSigned(); err != nil {
 			_ = l.Close()
 			return nil, err
@@ -88,6 +109,9 @@ func (s *Splicer) Addr() string { return s.l.Addr().String() }
 
 // Diverted counts the statements sent to Other.
 func (s *Splicer) Diverted() int { return int(s.diverted.Load()) }
+
+// Switched counts the sessions moved to Other.
+func (s *Splicer) Switched() int { return int(s.switched.Load()) }
 
 // Close stops accepting; sessions in progress end with their peers.
 func (s *Splicer) Close() error {
@@ -108,6 +132,28 @@ func (s *Splicer) serve() {
 			_ = s.session(c)
 		}()
 	}
+}
+
+// session is one client's session: what the client sent, what it was
+// answered, and where its messages go now.
+type session struct {
+	s      *Splicer
+	client net.Conn
+	wmu    sync.Mutex // guards writes to client
+
+	// Read and written by the client loop only.
+	primary   net.Conn
+	other     *pgconn.HijackedConn
+	stmts     map[string]string // prepared statement name -> SQL
+	portals   map[string]string // portal name -> SQL
+	preparing [][]byte          // the Parse and Close messages sent, in order, to prepare them elsewhere
+	moved     bool              // the session goes to other
+
+	// armed is set by the client loop once the statement SwitchAfter
+	// matched was sent; moveNow by the primary's relay once it has
+	// relayed the answer's end (ReadyForQuery). The client sends its next
+	// message only after that end, so the loop sees moveNow in time.
+	armed, moveNow atomic.Bool
 }
 
 func (s *Splicer) session(client net.Conn) error {
@@ -140,56 +186,156 @@ func (s *Splicer) session(client net.Conn) error {
 	if _, err := primary.Write(startup); err != nil {
 		return err
 	}
-	var other *pgconn.HijackedConn
+	ss := &session{s: s, client: client, primary: primary, stmts: map[string]string{}, portals: map[string]string{}}
 	defer func() {
-		if other != nil {
-			_ = other.Conn.Close()
+		if ss.other != nil {
+			_ = ss.other.Conn.Close()
 		}
 	}()
-	var wmu sync.Mutex // guards writes to client
-	go func() {
-		// Everything the primary says goes to the client, message by
-		// message, so a diverted reply never lands inside one of its.
-		for {
-			m, err := readMessage(primary)
-			if err != nil {
-				_ = client.Close()
-				return
-			}
-			wmu.Lock()
-			_, err = client.Write(m)
-			wmu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go ss.relay(primary, true)
+	return ss.loop()
+}
+
+// relay sends what a server says to the client, message by message, so
+// that a diverted reply never lands inside one of its. The primary's
+// relay falls silent once the session has moved; until then its end is
+// the client's.
+func (ss *session) relay(from net.Conn, primary bool) {
 	for {
-		m, err := readMessage(client)
+		m, err := readMessage(from)
+		if err != nil {
+			if primary && !ss.moveNow.Load() {
+				_ = ss.client.Close()
+			}
+			return
+		}
+		if primary && ss.moveNow.Load() {
+			continue // the session is elsewhere now
+		}
+		if primary && m[0] == 'Z' && ss.armed.Load() {
+			ss.moveNow.Store(true)
+		}
+		ss.wmu.Lock()
+		_, err = ss.client.Write(m)
+		ss.wmu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// loop reads the client's messages and sends each where it goes.
+func (ss *session) loop() error {
+	s := ss.s
+	for {
+		m, err := readMessage(ss.client)
 		if err != nil {
 			return err
 		}
-		if m[0] == 'Q' && s.o.Divert(strings.TrimRight(string(m[5:]), "\x00")) {
-			if other == nil {
-				if other, err = s.dialOther(); err != nil {
-					return err
-				}
+		if ss.moveNow.Load() && !ss.moved {
+			if err := ss.move(); err != nil {
+				return err
 			}
-			s.diverted.Add(1)
-			if err := s.divert(other.Conn, m, client, &wmu); err != nil {
+		}
+		if ss.moved {
+			if _, err := ss.other.Conn.Write(m); err != nil {
 				return err
 			}
 			continue
 		}
-		if _, err := primary.Write(m); err != nil {
+		sql := ss.track(m)
+		if m[0] == 'Q' && s.o.Divert != nil && s.o.Divert(sql) {
+			if ss.other == nil {
+				if ss.other, err = s.dialOther(); err != nil {
+					return err
+				}
+			}
+			s.diverted.Add(1)
+			if err := ss.divert(m); err != nil {
+				return err
+			}
+			continue
+		}
+		if (m[0] == 'Q' || m[0] == 'E') && s.o.SwitchAfter != nil && s.o.SwitchAfter(sql) {
+			ss.armed.Store(true)
+		}
+		if _, err := ss.primary.Write(m); err != nil {
 			return err
+		}
+	}
+}
+
+// track remembers prepared statements and portals, and returns the SQL a
+// Query or an Execute runs ("" for other messages).
+func (ss *session) track(m []byte) string {
+	body := m[5:]
+	switch m[0] {
+	case 'Q':
+		return strings.TrimRight(string(body), "\x00")
+	case 'P': // Parse: name, query, parameter types
+		name, rest := cstring(body)
+		q, _ := cstring(rest)
+		ss.stmts[name] = q
+		ss.preparing = append(ss.preparing, bytes.Clone(m))
+	case 'C': // Close: 'S' statement or 'P' portal, name
+		if len(body) > 0 && body[0] == 'S' {
+			ss.preparing = append(ss.preparing, bytes.Clone(m))
+		}
+	case 'B': // Bind: portal, statement, ...
+		portal, rest := cstring(body)
+		stmt, _ := cstring(rest)
+		ss.portals[portal] = ss.stmts[stmt]
+	case 'E': // Execute: portal, max rows
+		portal, _ := cstring(body)
+		return ss.portals[portal]
+	}
+	return ""
+}
+
+// move logs in to the other server and prepares there what the client
+// prepared here; from then on the client's messages go there and its
+// answers come from there.
+func (ss *session) move() error {
+	if ss.other == nil {
+		var err error
+		if ss.other, err = ss.s.dialOther(); err != nil {
+			return err
+		}
+	}
+	for _, p := range ss.preparing {
+		// Each on its own, with a Sync: an error (a statement closed
+		// twice, say) must not abort the rest.
+		if err := roundTrip(ss.other.Conn, p); err != nil {
+			return err
+		}
+	}
+	ss.moved = true
+	ss.s.switched.Add(1)
+	go ss.relay(ss.other.Conn, false)
+	return nil
+}
+
+// roundTrip sends m and a Sync to c and reads the answer up to
+// ReadyForQuery, which it drops.
+func roundTrip(c net.Conn, m []byte) error {
+	if _, err := c.Write(append(bytes.Clone(m), 'S', 0, 0, 0, 4)); err != nil {
+		return err
+	}
+	for {
+		r, err := readMessage(c)
+		if err != nil {
+			return err
+		}
+		if r[0] == 'Z' {
+			return nil
 		}
 	}
 }
 
 // divert sends a Query to the other server and relays its reply, up to
 // and including ReadyForQuery, to the client.
-func (s *Splicer) divert(other net.Conn, q []byte, client net.Conn, wmu *sync.Mutex) error {
+func (ss *session) divert(q []byte) error {
+	other := ss.other.Conn
 	if _, err := other.Write(q); err != nil {
 		return err
 	}
@@ -198,9 +344,9 @@ func (s *Splicer) divert(other net.Conn, q []byte, client net.Conn, wmu *sync.Mu
 		if err != nil {
 			return err
 		}
-		wmu.Lock()
-		_, err = client.Write(m)
-		wmu.Unlock()
+		ss.wmu.Lock()
+		_, err = ss.client.Write(m)
+		ss.wmu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -218,6 +364,15 @@ func (s *Splicer) dialOther() (*pgconn.HijackedConn, error) {
 		return nil, fmt.Errorf("pgsplice: log in to the other server: %w", err)
 	}
 	return c.Hijack()
+}
+
+// cstring splits a NUL-terminated string off b.
+func cstring(b []byte) (string, []byte) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return string(b), nil
+	}
+	return string(b[:i]), b[i+1:]
 }
 
 // readStartup reads a startup-phase packet: length, then body, no type.
