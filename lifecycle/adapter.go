@@ -92,6 +92,18 @@ type ParentConnector[K comparable] interface {
 	ConnectParent(ctx context.Context, parent client.Object) (K, error)
 }
 
+// Authenticator is an optional extension of Adapter, for the sweeper: what
+// makes sure that a connection made with key reaches the deployment itself
+// and not a copy of it that a proxy in the path put in its place, such as
+// "TLS verify-full against the CA in Secret x" (sweep.Candidate's
+// Authentication); "" when nothing does. A proof cannot tell a copy from
+// the deployment: the copy holds the same sentinel. An adapter without it
+// has no authenticated connection, and the sweeper keeps every record of
+// its kind whose owner went without its delete (sweep.Unverified).
+type Authenticator[K comparable] interface {
+	Authentication(key K) string
+}
+
 // AdapterFuncs adapts functions to Adapter. It implements Declarer too:
 // with DeclareIDFn nil it declares nothing.
 type AdapterFuncs[O client.Object, K comparable, C any] struct {

@@ -22,7 +22,8 @@
 // parent kind (a parent that appears or becomes held wakes its dependents)
 // and the parents' credential Secrets (metadata only: a Secret that appears
 // wakes the dependents of every parent naming it). SweepTargets gives the
-// sweeper the connections a record of this kind may be swept through.
+// sweeper the connections a record of this kind may be swept through; the
+// sweeper uses only those the adapter's Authenticator calls authenticated.
 //
 // # What it guarantees
 //
@@ -116,4 +117,16 @@
 // from the spec. Adoption across UIDs needs the same kind, namespace and
 // name (a namespace is a tenancy boundary) and a connection that proves the
 // record's deployment. See SECURITY.md and package sweep.
+//
+// The owner's own delete trusts the channel its parent names: a proxy in
+// that path can move the session to a copy of the deployment after the
+// first proof, so that the delete and the proof after it happen in the
+// copy, and the record is removed while the resource stays in the
+// deployment. That is a leak of the owner's own resource, never a delete of
+// anyone else's, through a channel the owner's author chose; a deletion
+// that waited for an authenticated channel would never finish for most
+// connections. The sweeper, which acts with no owner left to have chosen,
+// demands one (Authenticator). An adapter should say on its parent's
+// status whether its channel is authenticated (the reference operator's
+// Server has a SweepVerified condition), so the author can see the risk.
 package lifecycle

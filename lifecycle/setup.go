@@ -189,7 +189,10 @@ type Designated func(ctx context.Context) ([]client.Object, error)
 // recorded UID; then designated ones (nil: none). Never any other
 // connection, however well it proves the deployment: a tenant's connection
 // to a copy of the deployment proves it too. It needs the adapter's
-// ParentConnector and the Hold (for the parent kind).
+// ParentConnector and the Hold (for the parent kind). Each connection's
+// Authentication is the adapter's Authenticator's word on its key; an
+// adapter without one offers only unauthenticated connections, which the
+// sweeper never uses.
 func (r *Reconciler[O, K, C]) SweepTargets(designated Designated) (sweep.Targets, error) {
 	pc, ok := r.adapter.(ParentConnector[K])
 	if !ok {
@@ -244,7 +247,11 @@ func (r *Reconciler[O, K, C]) candidate(ctx context.Context, pc ParentConnector[
 		return sweep.Candidate{}, fmt.Errorf("lifecycle: connect through %s %s/%s: %w", kindOf(p, r.o.Scheme), p.GetNamespace(), p.GetName(), err)
 	}
 	name := fmt.Sprintf("%s %s %s/%s (uid %s)", role, kindOf(p, r.o.Scheme), p.GetNamespace(), p.GetName(), p.GetUID())
-	return sweep.Candidate{Name: name, Target: poolTarget[O, K, C]{r: r, key: key}}, nil
+	c := sweep.Candidate{Name: name, Target: poolTarget[O, K, C]{r: r, key: key}}
+	if a, ok := r.adapter.(Authenticator[K]); ok {
+		c.Authentication = a.Authentication(key)
+	}
+	return c, nil
 }
 
 // poolTarget is a ledger.Target whose every call goes through the pool, so

@@ -16,6 +16,12 @@
 // removal. A resource whose owner's deletion policy is Retain is never
 // deleted at all.
 //
+// The sweeper deletes and removes only through a connection that
+// authenticates the service's end (Candidate.Authentication): a proof
+// cannot tell a copy of the deployment from the deployment, because the
+// copy holds the same sentinel, so what rules out a copy is a credential
+// of the service that a copy of its data does not hold.
+//
 // # How a record is decided
 //
 // A Sweeper is a controller-runtime Runnable that runs only on the leader
@@ -46,20 +52,25 @@
 //  6. Otherwise the sweeper asks Options.Targets for the connections this
 //     record may use, in order: the connection object the record was
 //     created through (Record.Via), if it still exists with the same UID,
-//     then connections an admin designated. It hands the record to
-//     ledger.Cleanup through the first that proves the deployment:
-//     a proof before, the deletes, a proof after whose answer must say
+//     then connections an admin designated. It skips every connection
+//     without Authentication, and hands the record to ledger.Cleanup
+//     through the first authenticated one that proves the deployment: a
+//     proof before, the deletes, a proof after whose answer must say
 //     nothing carries the tag, then a conditional removal. The log line and
 //     the Event name the connection used.
-//  7. No allowed connection, or a failed cleanup, is Unreachable: the
+//  7. Only unauthenticated connections is Unverified: nothing is asked
+//     of them, nothing deleted, the record stays; a Warning Event
+//     (CleanupRecordUnverified, once per transition) names them and says
+//     how to make one authenticated or to clean up by hand.
+//  8. No allowed connection, or a failed cleanup, is Unreachable: the
 //     record stays; a Warning Event (once per transition) and a log line
 //     tell an admin which connections were tried, which IDs and tag to
 //     delete by hand in which deployment, and the kubectl command that
-//     removes the record afterwards. Failing records back off per record
-//     (Options.Interval doubling up to Options.MaxBackoff).
+//     removes the record afterwards. Failing and unverified records back
+//     off per record (Options.Interval doubling up to Options.MaxBackoff).
 //
 // Metrics (controller-runtime's registry): finale_sweep_records{state}
-// (waiting, settling, adoptable, unreachable, invalid),
+// (waiting, settling, adoptable, unverified, unreachable, invalid),
 // finale_sweep_deleted_total, finale_sweep_records_removed_total (dropped
 // after confirmation), finale_sweep_retained_total,
 // finale_sweep_errors_total{class} (errclass classes) and
@@ -88,14 +99,35 @@
 //     operator's own namespace, and --sweep-servers). A tenant cannot add
 //     either. The same rule stops one tenant's Server, or credentials, being
 //     borrowed to clean up another's records.
-//   - A proxy in the network path that relays the login and the proofs and
-//     splices the deletes onto another server, with sslmode disable or
-//     require (which checks no certificate). Defence: the second proof is
-//     computed inside the genuine deployment over what still carries the
-//     tag, and the proxy cannot alter that list without the response
-//     failing; deletes sent elsewhere are seen as not done. The token
-//     crosses the wire once, when the sentinel is enrolled; never in a
-//     proof. Use verify-full for the enrolment to close that window.
+//   - A proxy in the network path of an allowed connection, with a copy of
+//     the deployment behind it (a pg_basebackup taken after the sentinel
+//     was enrolled). It relays the login and the first proof to the
+//     genuine deployment, then moves the whole session to the copy: the
+//     deletes land there, and the proof after them is answered there, with
+//     the same token, saying nothing remains. It needs only to read and
+//     write the session: sslmode disable, or require (a proxy terminating
+//     TLS with any certificate). A second proof over the same session
+//     proves nothing against it, and neither would a value written through
+//     the deleting session and read back over a new connection: the new
+//     connection takes the same path, and the copy has the value. Only
+//     something the copy lacks rules it out. Defence: the sweeper uses
+//     only connections with Authentication, which say what authenticates
+//     the service's end with a credential kept out of the data: for
+//     PostgreSQL, TLS verify-full against a CA the connection pins (the
+//     server's key is not in a copy of its data directory if it is kept
+//     outside it); for a service whose proof tokens live apart from its
+//     data (examples/keys), a copy of the data cannot answer at all. Not
+//     verify-ca (any certificate of the CA, for any host: a staging copy's
+//     own), and not SCRAM channel binding over unverified TLS (it binds
+//     the login to the TLS session, but the copy holds the login's SCRAM
+//     secrets and ends that session itself). Through anything else:
+//     Unverified, nothing asked, nothing deleted. The older splice that
+//     diverts only the deletes also fails against an unauthenticated
+//     connection for this reason, and against an authenticated one it
+//     cannot stand in the path at all; the second proof still catches a
+//     delete that went elsewhere by accident (below). The token crosses
+//     the wire once, when the sentinel is enrolled; never in a proof. Use
+//     verify-full for the enrolment to close that window.
 //   - Whoever can write the records namespace (RBAC limits it to the
 //     operator) could edit a record to name another owner, another tag, a
 //     victim's resource, or the Retain policy away. Defence: every record is
@@ -117,18 +149,29 @@
 //     stay Adoptable while the namesake exists and are adopted explicitly
 //     (lifecycle.AnnotationUID), after the namesake's own connection proves
 //     the deployment; an object in another namespace cannot adopt.
+//   - A copy that holds the service's own credential (the server's TLS
+//     key copied with its data directory, a copy of the keys service's
+//     identity store) is the service's identity; no client check tells it
+//     apart. Keep the key outside what is backed up or copied with the
+//     data. Not defended.
 //
-// Why not a TLS key fingerprint as the identity: it identifies an endpoint,
-// not the data the resources live in; it changes on rotation, is shared
-// behind proxies and load balancers, and does not exist for plaintext or
-// SDK-mediated services. A verified TLS connection (verify-full) is still
-// worth having: it closes the enrolment window and makes a splicing proxy
-// impossible rather than merely harmless.
+// Why not a TLS key fingerprint as the identity of the record: it
+// identifies an endpoint, not the data the resources live in; it changes
+// on rotation, is shared behind proxies and load balancers, and does not
+// exist for plaintext or SDK-mediated services. So the deployment is
+// proven by the sentinel, and the channel it is proven over is
+// authenticated by the connection (verify-full), which closes the
+// enrolment window and makes a splicing proxy impossible.
+//
+// The owner's own delete (lifecycle) does not demand an authenticated
+// channel: a splice there leaks the owner's own resource through the
+// channel its author chose, and a deletion that waited for verify-full
+// would never finish for most connections. lifecycle's doc says so.
 //
 // What the sweeper never does: delete by a user-chosen name; act on an owner
 // it could not look up, or on the cache's word alone; act before the settle
 // window; use a connection the record does not name and no admin
-// designated; remove a record without the deployment's own word that
-// nothing remains; touch an invalid or unsigned record; delete a Retain
-// owner's resources.
+// designated, or one that does not authenticate the service; remove a
+// record without the deployment's own word that nothing remains; touch an
+// invalid or unsigned record; delete a Retain owner's resources.
 package sweep

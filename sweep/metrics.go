@@ -25,9 +25,14 @@ const (
 	// namespace and name exists (restored, re-created by GitOps): it may
 	// adopt the record, so nothing is deleted while it exists.
 	Adoptable State = "adoptable"
+	// Unverified: the owner is gone and settled, but every connection the
+	// record may use is unauthenticated (Candidate.Authentication is
+	// empty): a copy of the deployment behind a proxy could answer
+	// through it, so nothing is asked, deleted or removed.
+	Unverified State = "unverified"
 )
 
-var states = []State{Waiting, Settling, Unreachable, Invalid, Adoptable}
+var states = []State{Waiting, Settling, Unreachable, Invalid, Adoptable, Unverified}
 
 var (
 	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{

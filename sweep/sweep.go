@@ -31,6 +31,7 @@ const (
 	ReasonSwept       = "CleanupRecordSwept"
 	ReasonRetained    = "CleanupRecordRetained"
 	ReasonAdoptable   = "CleanupRecordAdoptable"
+	ReasonUnverified  = "CleanupRecordUnverified"
 	ActionSweep       = "Sweep"
 
 	// MessageUnreachable: owner, deployment, connections tried, error
@@ -38,6 +39,13 @@ const (
 	MessageUnreachable = "owner %s is gone but no allowed connection proves deployment %s (tried: %s; last error class %s). " +
 		"The sweeper uses only the connection object the record names, if it still exists, and connections an admin designated. " +
 		"To clean up by hand: in that deployment delete the resources with IDs %q and any resource tagged %q, " +
+		"then delete this record: kubectl -n %s delete configmap %s"
+	// MessageUnverified: owner, deployment, the connections not used,
+	// IDs, tag, namespace, name.
+	MessageUnverified = "owner %s is gone but no connection the sweeper may use authenticates the server of deployment %s (not used: %s). " +
+		"Through an unauthenticated connection a copy of the deployment behind a proxy in the path answers every proof as the deployment would, " +
+		"so the sweeper deletes nothing and keeps this record. Make one of those connections authenticated (for PostgreSQL: sslMode verify-full), " +
+		"or clean up by hand: in that deployment delete the resources with IDs %q and any resource tagged %q, " +
 		"then delete this record: kubectl -n %s delete configmap %s"
 	// MessageInvalid: namespace, name, what is wrong.
 	MessageInvalid = "cleanup record %s/%s is invalid and will not be acted on or deleted by the sweeper: %s. " +
@@ -67,6 +75,16 @@ type Candidate struct {
 	// a sweep used.
 	Name   string
 	Target ledger.Target
+	// Authentication says what makes sure that Target's answers come from
+	// the deployment itself, and not from a copy of it that a proxy in the
+	// path put in its place ("TLS verify-full against the CA in Secret
+	// x"): a credential of the service's end that a copy of its data does
+	// not hold. "" when nothing does; the sweeper then never uses the
+	// candidate (Unverified). A proof cannot replace it: a copy holds the
+	// deployment's sentinel and answers every proof as the deployment
+	// would, so a proxy that moves a session to a copy after its first
+	// proof makes the deletes and the proof after them happen in the copy.
+	Authentication string
 }
 
 // Targets lists, for one record, the connections the sweeper may use, in
@@ -74,7 +92,9 @@ type Candidate struct {
 // object the record names (ledger.Record.Via, if it still exists with the
 // same UID) and connections an admin designated for sweeping: never any
 // connection that merely proves the deployment, because a tenant's
-// connection to a copy of the deployment proves it too.
+// connection to a copy of the deployment proves it too. It says of each
+// what authenticates it (Candidate.Authentication); the sweeper uses only
+// those.
 type Targets interface {
 	Targets(ctx context.Context, r *ledger.Record) ([]Candidate, error)
 }
@@ -247,7 +267,7 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // Report is what one pass found and did. Records in backoff are counted in
 // the state they were last found in.
 type Report struct {
-	Waiting, Settling, Unreachable, Invalid, Adoptable int
+	Waiting, Settling, Unreachable, Invalid, Adoptable, Unverified int
 	// BackingOff counts records skipped this pass because of earlier failures.
 	BackingOff int
 	// Deleted counts external resources deleted; Removed counts records
@@ -270,6 +290,8 @@ func (r *Report) count(st State) {
 		r.Invalid++
 	case Adoptable:
 		r.Adoptable++
+	case Unverified:
+		r.Unverified++
 	}
 }
 
@@ -322,7 +344,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
-		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable}[st]
+		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Unverified: rep.Unverified}[st]
 		recordsGauge.WithLabelValues(string(st)).Set(float64(n))
 	}
 	return rep, ctx.Err()
@@ -466,9 +488,15 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.countErr(ctx, err)
 		p.s.opts.Log.Error(err, "list sweep targets", "owner", r.Owner.String())
 	}
-	var tried []string
+	var tried, unverified []string
 	var lastErr error = errNoTarget
 	for _, c := range cands {
+		if c.Authentication == "" {
+			// A copy behind a proxy would answer through it as the
+			// deployment does: nothing it says confirms a delete.
+			unverified = append(unverified, c.Name)
+			continue
+		}
 		tried = append(tried, c.Name)
 		res, err := p.s.opts.Ledger.Cleanup(ctx, r.Owner.UID, c.Target)
 		if n := len(res.Deleted); n > 0 {
@@ -479,7 +507,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 			if res.Removed {
 				removedTotal.Inc()
 				p.add(func(rep *Report) { rep.Removed++ })
-				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "connection", c.Name, "deleted", res.Deleted)
+				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "connection", c.Name, "authentication", c.Authentication, "deleted", res.Deleted)
 				p.event(r, corev1.EventTypeNormal, ReasonSwept, MessageSwept, r.Owner.String(), len(res.Deleted), r.Deployment, c.Name)
 			}
 			p.forget(k)
@@ -496,6 +524,13 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 	if r.Source != nil {
 		ns, name = r.Source.Namespace, r.Source.Name
 	}
+	if len(tried) == 0 && len(unverified) > 0 {
+		p.unverified(k, r, unverified, ns, name)
+		return
+	}
+	for _, u := range unverified {
+		tried = append(tried, u+" (not used: not authenticated)")
+	}
 	if len(tried) == 0 {
 		tried = []string{"none available"}
 	}
@@ -509,6 +544,18 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.event(r, corev1.EventTypeWarning, ReasonUnreachable, MessageUnreachable, args...)
 	} else {
 		p.s.opts.Log.V(1).Info("cleanup record still unreachable", "owner", r.Owner.String(), "deployment", r.Deployment, "error", lastErr.Error())
+	}
+}
+
+// unverified keeps a record whose only connections are unauthenticated,
+// and says so: nothing was asked of them, nothing deleted.
+func (p *pass) unverified(k string, r *ledger.Record, names []string, ns, name string) {
+	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(names, ", "), r.ExternalIDs, r.Tag, ns, name}
+	if p.settle(k, Unverified, true) {
+		p.s.opts.Log.Info("cleanup record kept, no authenticated connection: "+fmt.Sprintf(MessageUnverified, args...), "owner", r.Owner.String())
+		p.event(r, corev1.EventTypeWarning, ReasonUnverified, MessageUnverified, args...)
+	} else {
+		p.s.opts.Log.V(1).Info("cleanup record still without an authenticated connection", "owner", r.Owner.String(), "deployment", r.Deployment)
 	}
 }
 

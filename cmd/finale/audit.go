@@ -738,8 +738,9 @@ func (a auditor) ownerState(ctx context.Context, o ledger.Owner) (string, error)
 }
 
 // unreachable returns, per record that still exists, the sweeper's newest
-// event about it if that says unreachable or invalid; a newer "swept" event
-// means the problem was resolved.
+// event about it if that says unreachable, unverified (no authenticated
+// connection) or invalid; a newer "swept" event means the problem was
+// resolved.
 func (a auditor) unreachable(ctx context.Context, now time.Time, records map[string]bool) ([]unreachable, error) {
 	newest := map[string]unreachable{}
 	opts := []client.ListOption{client.InNamespace(a.recordsNamespace), client.Limit(listPage)}
@@ -754,7 +755,7 @@ func (a auditor) unreachable(ctx context.Context, now time.Time, records map[str
 				continue
 			}
 			switch e.Reason {
-			case sweep.ReasonUnreachable, sweep.ReasonInvalid, sweep.ReasonSwept:
+			case sweep.ReasonUnreachable, sweep.ReasonUnverified, sweep.ReasonInvalid, sweep.ReasonSwept:
 			default:
 				continue
 			}

@@ -354,7 +354,7 @@ func TestAuditRecords(t *testing.T) {
 		at                   time.Time
 	}{
 		{goneName, sweep.ReasonUnreachable, "older note", now.Add(-30 * time.Minute)},
-		{goneName, sweep.ReasonUnreachable, "no connection proves deployment-a", now.Add(-20 * time.Minute)},
+		{goneName, sweep.ReasonUnverified, "no connection authenticates deployment-a", now.Add(-20 * time.Minute)},
 		{recreatedName, sweep.ReasonUnreachable, "was unreachable", now.Add(-9 * time.Minute)},
 		{recreatedName, sweep.ReasonSwept, "swept after all", now.Add(-8 * time.Minute)},
 		{ledger.NamePrefix + "removed", sweep.ReasonUnreachable, "record since removed", now.Add(-7 * time.Minute)},
@@ -402,7 +402,7 @@ func TestAuditRecords(t *testing.T) {
 		t.Errorf("the edited record's reason %q does not say it is not signed", rep.Records.Invalid[0].Reason)
 	}
 	wantUnreachable := []unreachable{
-		{Record: goneName, Reason: sweep.ReasonUnreachable, Note: "no connection proves deployment-a",
+		{Record: goneName, Reason: sweep.ReasonUnverified, Note: "no connection authenticates deployment-a",
 			Time: now.Add(-20 * time.Minute), AgeSeconds: 1200},
 		{Record: garbage.Name, Reason: sweep.ReasonInvalid, Note: "cannot decode", Time: now.Add(-6 * time.Minute), AgeSeconds: 360},
 	}
@@ -421,7 +421,7 @@ func TestAuditRecords(t *testing.T) {
 	t.Logf("text report:\n%s", text.String())
 	for _, want := range []string{"Cleanup records in " + recNS + ": 7 total, 1 owner present, 4 owner gone (3 overdue, 1 pending)",
 		"1 of them Retain: the sweeper forgets those records and deletes nothing", "may adopt it",
-		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection proves deployment-a"} {
+		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection authenticates deployment-a"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)
 		}

@@ -46,7 +46,12 @@
 // answer proves the record's deployment. A copy of the service's data, or
 // the service reset to a new identity store, has the keys and the
 // deployment ID but no token: its proof is refused (DeploymentNotProven)
-// and nothing is deleted or forgotten through it.
+// and nothing is deleted or forgotten through it. That is also why the
+// sweeper may use a KeyServer over plain http (Authentication, which the
+// sweeper requires of every connection it uses): a proxy that moves a
+// session to a copy of the data after its first proof gets no answer to
+// the second. A PostgreSQL copy holds its sentinel, which is why the
+// reference operator's sweeper needs verify-full instead.
 //
 // # Threat model
 //

@@ -50,6 +50,29 @@ type keyServers struct {
 	r client.Reader
 }
 
+// Authentication implements lifecycle.Authenticator: what makes sure a
+// KeyServer's client reaches the service itself and not a copy behind a
+// proxy. The key service keeps the tokens it answers proofs with apart
+// from its data (service.Options.IdentityDir), so a copy of the data,
+// which is what a backup or a staging copy is, cannot answer one; over
+// https the server's certificate and host name are verified as well. A
+// copy that also has the identity store is the service's identity, as a
+// PostgreSQL copy holding the server's TLS key would be: not defended.
+func (keyServers) Authentication(k Key) string {
+	if strings.HasPrefix(k.URL, "https://") {
+		return AuthHTTPS
+	}
+	return AuthIdentityStore
+}
+
+// Authentications (Authentication).
+const (
+	AuthIdentityStore = "the key service answers proofs from an identity store kept apart from its data: a copy of the data holds no token"
+	AuthHTTPS         = AuthIdentityStore + "; https verifies the server's certificate and host name"
+)
+
+var _ lifecycle.Authenticator[Key] = adapter{}
+
 // connect returns the connection of the KeyServer ns/name; Parent is nil
 // when it does not exist.
 func (s keyServers) connect(ctx context.Context, ns, name string) (lifecycle.Connection[Key], error) {

@@ -19,7 +19,6 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/examples/postgres/internal/pgsplice"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/pgserver"
@@ -226,10 +225,11 @@ func (w *world) swept(st stranded, pg *pgserver.Server) {
 // reached by a tenant's own Server, must not confirm anything; nor may
 // another tenant's Server to the original be borrowed. The sweeper uses
 // only the record's own Server (gone with its namespace) and Servers an
-// admin designated: once one to the original is designated, it sweeps
-// there, and says which connection it used.
+// admin designated: once one to the original is designated (verify-full,
+// the one sslMode the sweeper acts through), it sweeps there, and says
+// which connection it used.
 func TestCopyOfTheDeploymentConfirmsNothing(t *testing.T) {
-	pg := ownServer(t)
+	pg, ca := ownTLSServer(t)
 	w := start(t, sweepFast)
 	st := w.strand(pg, 2)
 	cp, err := pg.Copy(t.Context())
@@ -255,51 +255,12 @@ func TestCopyOfTheDeploymentConfirmsNothing(t *testing.T) {
 	}
 
 	// The admin designates a Server to the original.
-	w2.serverOn(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeDisable)
+	w2.serverOnTLS(w2.recNS, "sweeper", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull, ca)
 	w2.swept(st, pg)
 	for _, n := range w2.recordEvents(sweep.ReasonSwept, st.uids) {
 		if !strings.Contains(n, "designated Server "+w2.recNS+"/sweeper") {
 			t.Errorf("swept event does not name the connection used: %q", n)
 		}
-	}
-}
-
-// A proxy in the path of a designated Server relays the login and the
-// proofs to the genuine server and splices the DROPs onto a copy where the
-// roles also exist: with sslMode disable, and with require (which checks no
-// certificate) against a proxy that terminates TLS. The second proof is
-// computed inside the genuine server over what still carries each tag, so
-// nothing is confirmed and every record stays.
-func TestSplicingProxyConfirmsNothing(t *testing.T) {
-	for _, ssl := range []v1alpha1.SSLMode{v1alpha1.SSLModeDisable, v1alpha1.SSLModeRequire} {
-		t.Run(string(ssl), func(t *testing.T) {
-			pg := ownServer(t)
-			w := start(t, sweepFast)
-			st := w.strand(pg, 1)
-			cp, err := pg.Copy(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cp.Stop() })
-			s, err := pgsplice.New(pgsplice.Options{
-				Primary: pg.Addr(), Other: cp.DSN(), TLS: ssl == v1alpha1.SSLModeRequire,
-				Divert: func(sql string) bool { return strings.HasPrefix(sql, "DROP ") },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			w2 := w.restart(sweepFast)
-			w2.serverOn(w2.recNS, "sweeper", pg, s.Addr(), ssl)
-			w2.recordEvents(sweep.ReasonUnreachable, st.uids)
-			if s.Diverted() == 0 {
-				t.Fatal("the proxy spliced nothing: the test proves nothing")
-			}
-			if roleOn(t, cp, st.roles[0]) {
-				t.Fatal("the spliced DROP did not land on the copy: the test proves nothing")
-			}
-			w2.kept(st, pg)
-		})
 	}
 }
 

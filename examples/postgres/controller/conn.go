@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -33,10 +34,11 @@ type Key struct {
 	Port              int32
 	Database          string
 	SSLMode           v1alpha1.SSLMode
-	// Secret and its keys name the credentials; SecretVersion is its
+	// Secret and its keys name the credentials (and the CA certificates,
+	// CAKey, "" for the system roots); SecretVersion is its
 	// resourceVersion.
-	Secret, UsernameKey, PasswordKey string
-	SecretVersion                    string
+	Secret, UsernameKey, PasswordKey, CAKey string
+	SecretVersion                           string
 }
 
 func (k Key) String() string {
@@ -209,6 +211,10 @@ const DefaultConnectTimeout = 10 * time.Second
 // ErrCredentials is wrapped when the credential Secret lacks a key.
 var ErrCredentials = errors.New("credential Secret incomplete")
 
+// ErrCA is wrapped when the credential Secret's CA key holds no PEM
+// certificate.
+var ErrCA = errors.New("credential Secret holds no CA certificate")
+
 // NewPool returns the pool: dial reads the credential Secret through r (use
 // an uncached reader, so a dial sees the Secret as it is now).
 func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
@@ -319,6 +325,22 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 	if err != nil {
 		return nil, fmt.Errorf("connection settings of %s: %w", k, err)
 	}
+	if k.CAKey != "" && (k.SSLMode == v1alpha1.SSLModeVerifyCA || k.SSLMode == v1alpha1.SSLModeVerifyFull) {
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(s.Data[k.CAKey]) {
+			return nil, fmt.Errorf("%w: Secret %s/%s key %q", ErrCA, k.Namespace, k.Secret, k.CAKey)
+		}
+		// pgx verifies with the config's RootCAs (verify-full) or its own
+		// chain check over them (verify-ca), as with sslrootcert.
+		if cfg.TLSConfig != nil {
+			cfg.TLSConfig.RootCAs = roots
+		}
+		for _, fb := range cfg.Fallbacks {
+			if fb.TLSConfig != nil {
+				fb.TLSConfig.RootCAs = roots
+			}
+		}
+	}
 	cfg.ConnectTimeout = timeout
 	start := time.Now()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
@@ -336,4 +358,38 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		return nil, fmt.Errorf("connect to %s: %w", k, err)
 	}
 	return &Conn{conn: conn, hook: hook}, nil
+}
+
+// Authentications of a connection (lifecycle.Authenticator): what makes
+// sure it reaches the deployment itself, not a copy behind a proxy.
+const (
+	AuthVerifyFullCA     = "TLS verify-full: the server's certificate and host name verified against the CA in credential Secret %s/%s key %q"
+	AuthVerifyFullSystem = "TLS verify-full: the server's certificate and host name verified against the operator's system roots"
+	AuthTrustedHost      = "host %s: the administrator vouches that every path to it is authenticated (--sweep-trusted-hosts)"
+)
+
+// authentication is what authenticates the server at the end of a
+// connection made with k, "" when nothing does. Only verify-full does: it
+// checks that the server holds the private key of a certificate for k.Host
+// from the pinned CAs, which a physical copy of the data does not carry
+// (keep the key outside the data directory). require and below check no
+// certificate, so a proxy terminates TLS and splices; verify-ca accepts
+// any certificate of the CA, for any host, including a staging copy's own.
+// SCRAM channel binding is not offered: it binds the login to the TLS
+// session, but a copy holds the role's SCRAM secrets and can end that TLS
+// session itself, so it adds nothing against a copy that verify-full does
+// not. A host the admin listed in trusted (--sweep-trusted-hosts) counts
+// too: a sidecar in the operator's pod that authenticates the server
+// itself (a cloud SQL proxy, a mesh with server identities) is reached in
+// plain text.
+func authentication(k Key, trusted *ServerPolicy) string {
+	switch {
+	case k.SSLMode == v1alpha1.SSLModeVerifyFull && k.CAKey != "":
+		return fmt.Sprintf(AuthVerifyFullCA, k.Namespace, k.Secret, k.CAKey)
+	case k.SSLMode == v1alpha1.SSLModeVerifyFull:
+		return AuthVerifyFullSystem
+	case trusted != nil && trusted.Allows(k.Host):
+		return fmt.Sprintf(AuthTrustedHost, k.Host)
+	}
+	return ""
 }

@@ -33,9 +33,14 @@
 //     drops everything before the connection goes; access is re-checked (a
 //     round trip) on every pass of the hold.
 //   - What the hold could not finish (its timeout passed) keeps its record;
-//     the sweeper drops it through any Server that proves the record's
-//     deployment. Recorded IDs are "<name>@<tag>", so the sweeper drops
-//     exactly that object, and only while it still carries the tag.
+//     the sweeper drops it through the record's own Server or one an admin
+//     designated, if that Server proves the record's deployment and its
+//     connection authenticates the server (sslMode verify-full, with the
+//     CA in credentialsSecretRef.caKey or the system roots; or a host in
+//     Options.SweepTrustedHosts). Through any other it deletes nothing and
+//     keeps the record (sweep.Unverified), and the Server's SweepVerified
+//     condition says why. The drop checks the tag, so the sweeper drops
+//     exactly the recorded object, and only while it still carries it.
 //
 // # Decisions
 //
@@ -77,6 +82,13 @@
 //     text, so a user who points a Server at an internal address cannot
 //     tell a closed port from a silent one or another protocol; the error
 //     goes to the operator's log.
+//   - A proxy in a Server's path can move a session to a copy of the
+//     deployment (same identity, same sentinel) after its first proof.
+//     Only sslMode verify-full rules that out, so only such Servers are
+//     authenticated (authentication, lifecycle.Authenticator): the sweeper
+//     acts through nothing else. The owner's own delete through a Server
+//     below verify-full trusts the path: a leak of the owner's resource at
+//     worst, never a wrong delete.
 //   - Options.AllowedServers (ServerPolicy) is the admin's allow-list of
 //     hosts; a Server elsewhere reads ServerNotAllowed, and so does every
 //     Role or Database that references it. Every pool key is made by one

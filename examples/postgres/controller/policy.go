@@ -38,6 +38,12 @@ type ServerPolicy struct {
 // ("10.0.0.0/8", "fd00::/8"). No entries is the nil policy (every host
 // allowed). A malformed entry is an error naming it.
 func NewServerPolicy(entries []string) (*ServerPolicy, error) {
+	return parseHosts("allowed server", entries)
+}
+
+// parseHosts parses host entries as NewServerPolicy does; what names an
+// entry in errors.
+func parseHosts(what string, entries []string) (*ServerPolicy, error) {
 	var p ServerPolicy
 	n := 0
 	for _, raw := range entries {
@@ -50,29 +56,29 @@ func NewServerPolicy(entries []string) (*ServerPolicy, error) {
 		case strings.Contains(e, "/"):
 			pfx, err := netip.ParsePrefix(e)
 			if err != nil {
-				return nil, fmt.Errorf("allowed server %q: not a CIDR prefix (for example 10.0.0.0/8): %w", raw, err)
+				return nil, fmt.Errorf("%s %q: not a CIDR prefix (for example 10.0.0.0/8): %w", what, raw, err)
 			}
 			if pfx.Addr().Zone() != "" {
-				return nil, fmt.Errorf("allowed server %q: a prefix cannot carry an IPv6 zone", raw)
+				return nil, fmt.Errorf("%s %q: a prefix cannot carry an IPv6 zone", what, raw)
 			}
 			p.prefixes = append(p.prefixes, pfx.Masked())
 		case isIPLike(e):
 			a, err := netip.ParseAddr(e)
 			if err != nil || a.Zone() != "" {
-				return nil, fmt.Errorf("allowed server %q: not an IP address (write IPv4 without leading zeros, IPv6 without a zone)", raw)
+				return nil, fmt.Errorf("%s %q: not an IP address (write IPv4 without leading zeros, IPv6 without a zone)", what, raw)
 			}
 			a = a.Unmap()
 			p.prefixes = append(p.prefixes, netip.PrefixFrom(a, a.BitLen()))
 		case strings.HasPrefix(e, "*."):
 			parent := normalName(e[2:])
 			if !validName(parent) {
-				return nil, fmt.Errorf("allowed server %q: not a wildcard over a DNS name (for example *.db.example.com)", raw)
+				return nil, fmt.Errorf("%s %q: not a wildcard over a DNS name (for example *.db.example.com)", what, raw)
 			}
 			p.suffixes = append(p.suffixes, "."+parent)
 		default:
 			name := normalName(e)
 			if !validName(name) {
-				return nil, fmt.Errorf("allowed server %q: not a DNS name, IP address or CIDR prefix", raw)
+				return nil, fmt.Errorf("%s %q: not a DNS name, IP address or CIDR prefix", what, raw)
 			}
 			if p.names == nil {
 				p.names = map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,6 +309,10 @@ func TestSetupRefusesMalformedAllowList(t *testing.T) {
 	_, err = controller.Setup(mgr, controller.Options{RecordsNamespace: "x", AllowedServers: []string{"10.0.0.0/33"}, SkipNameValidation: true})
 	if err == nil {
 		t.Fatal("Setup accepted the allow-list entry 10.0.0.0/33")
+	}
+	_, err = controller.Setup(mgr, controller.Options{RecordsNamespace: "x", SweepTrustedHosts: []string{"010.0.0.1"}, SkipNameValidation: true})
+	if err == nil || !strings.Contains(err.Error(), `sweep trusted host "010.0.0.1"`) {
+		t.Fatalf("Setup with the trusted host 010.0.0.1 = %v, want an error naming it", err)
 	}
 }
 

@@ -47,6 +47,8 @@ const (
 
 	ReasonSecretIncomplete  = "CredentialSecretIncomplete"
 	MessageSecretIncomplete = "credential Secret %q lacks a non-empty %q or %q key: add them"
+	ReasonCAInvalid         = "CACertificateInvalid"
+	MessageCAInvalid        = "credential Secret %q holds no PEM certificate under key %q (credentialsSecretRef.caKey): put the CA certificates the server's certificate chains to there"
 	ReasonSecretUnreadable  = "CredentialSecretUnreadable"
 	MessageSecretUnreadable = "the operator cannot read credential Secret %q (%s error); retrying. The cause is in the operator's log"
 )
@@ -57,6 +59,9 @@ const (
 func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 	if errors.Is(err, ErrCredentials) {
 		return ReasonSecretIncomplete, fmt.Sprintf(MessageSecretIncomplete, k.Secret, k.UsernameKey, k.PasswordKey)
+	}
+	if errors.Is(err, ErrCA) {
+		return ReasonCAInvalid, fmt.Sprintf(MessageCAInvalid, k.Secret, k.CAKey)
 	}
 	var st apierrors.APIStatus
 	if errors.As(err, &st) {
@@ -70,6 +75,25 @@ func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 	}
 	return ReasonConnectFailed, fmt.Sprintf(MessageConnectFailed, class)
 }
+
+// The Server's SweepVerified condition: whether its connection
+// authenticates the server, so that the sweeper may delete and remove
+// cleanup records through it. Derived from the spec alone (and the admin's
+// --sweep-trusted-hosts), so it is there whether or not the server
+// answers.
+const (
+	ConditionSweepVerified = "SweepVerified"
+	ReasonAuthenticated    = "ServerAuthenticated"
+	ReasonSweepUnverified  = "SweepUnverified"
+
+	// MessageAuthenticated: how the server is authenticated.
+	MessageAuthenticated = "%s: the sweeper may confirm deletes through this Server"
+	// MessageSweepUnverified: the sslMode.
+	MessageSweepUnverified = "sslMode %s does not authenticate the server: a proxy in the path could put a copy of the deployment in its place, " +
+		"and the copy would answer every proof as the deployment does. The sweeper therefore deletes nothing and removes no cleanup record through this Server " +
+		"(they stay, reported as CleanupRecordUnverified), and deletes of Roles and Databases through it trust the network path. " +
+		"Use sslMode verify-full (with credentialsSecretRef.caKey for a private CA)"
+)
 
 // ServerRecheck is how often a connected Server's identity is read again.
 const ServerRecheck = 5 * time.Minute
@@ -89,11 +113,24 @@ func ServerRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 // servers resolves a Server reference to a pool key. r is the manager's
 // cache: Servers are read whole, credential Secrets as metadata only (the
 // hold's metadata-only watch), so no Secret's data is ever cached; dial
-// reads the data live. policy is the admin's allow-list of hosts.
+// reads the data live. policy is the admin's allow-list of hosts; trusted
+// the hosts the admin vouches are reached over an authenticated path (nil:
+// none).
 type servers struct {
-	r      client.Reader
-	policy *ServerPolicy
+	r       client.Reader
+	policy  *ServerPolicy
+	trusted *ServerPolicy
 }
+
+// Authentication implements lifecycle.Authenticator for both adapters:
+// what authenticates the server of a connection made with k, for the
+// sweeper.
+func (s servers) Authentication(k Key) string { return authentication(k, s.trusted) }
+
+var (
+	_ lifecycle.Authenticator[Key] = roleAdapter{}
+	_ lifecycle.Authenticator[Key] = databaseAdapter{}
+)
 
 // notAllowed is the refusal of a host outside the policy.
 type notAllowed struct{ host string }
@@ -126,7 +163,7 @@ func (s servers) key(ctx context.Context, srv *v1alpha1.Server) (Key, error) {
 	k := Key{
 		Namespace: srv.Namespace, Server: srv.Name,
 		Host: srv.Spec.Host, Port: srv.Spec.Port, Database: srv.Spec.Database, SSLMode: srv.Spec.SSLMode,
-		Secret: ref.Name, UsernameKey: ref.UsernameKey, PasswordKey: ref.PasswordKey,
+		Secret: ref.Name, UsernameKey: ref.UsernameKey, PasswordKey: ref.PasswordKey, CAKey: ref.CAKey,
 	}
 	k.Port = orDefault(k.Port, 5432)
 	k.Database = orDefault(k.Database, "postgres")
@@ -203,6 +240,11 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			events = append(events, c)
 		}
 		meta.SetStatusCondition(&srv.Status.Conditions, c)
+	}
+	if how := r.servers.Authentication(key); how != "" {
+		set(ConditionSweepVerified, true, ReasonAuthenticated, fmt.Sprintf(MessageAuthenticated, how))
+	} else {
+		set(ConditionSweepVerified, false, ReasonSweepUnverified, fmt.Sprintf(MessageSweepUnverified, key.SSLMode))
 	}
 	res := reconcile.Result{RequeueAfter: ServerRecheck}
 	var failed error // returned after the status write, for the workqueue's backoff

@@ -56,7 +56,15 @@ type Options struct {
 	// SweepServers are Servers, besides those in the records namespace,
 	// that the sweeper may use for any record whose deployment they prove
 	// (an admin's choice; a record's own Server is always tried first).
+	// The sweeper uses a Server only if its connection authenticates the
+	// server (sslMode verify-full, or SweepTrustedHosts).
 	SweepServers []types.NamespacedName
+	// SweepTrustedHosts are hosts (spelled as AllowedServers are) whose
+	// every path from the operator the administrator vouches is
+	// authenticated outside PostgreSQL's TLS: a sidecar proxy in the
+	// operator's pod that authenticates the server itself, say. The
+	// sweeper uses Servers there whatever their sslMode. Empty: none.
+	SweepTrustedHosts []string
 	// KeySecret names the Secret in the records namespace holding the
 	// operator key; "" is ledger.KeySecretName. Created on first start.
 	KeySecret string
@@ -138,6 +146,10 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
+	trusted, err := parseHosts("sweep trusted host", o.SweepTrustedHosts)
+	if err != nil {
+		return nil, err
+	}
 	scheme := mgr.GetScheme()
 	classifier := errclass.New(catalog.Classify, clientpool.ClassifyFenced)
 	pool, err := NewPool(mgr.GetAPIReader(), PoolOptions{Name: o.PoolName, Naive: o.Naive, CallTimeout: o.CallTimeout, ConnectTimeout: o.ConnectTimeout, Classifier: classifier, Statements: o.Statements, Fence: o.Fence})
@@ -145,7 +157,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, err
 	}
 	op := &Operator{Pool: pool}
-	srvs := servers{r: mgr.GetCache(), policy: policy}
+	srvs := servers{r: mgr.GetCache(), policy: policy, trusted: trusted}
 	recorder := mgr.GetEventRecorder("finale-postgres")
 	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
 		return lifecycle.Options{

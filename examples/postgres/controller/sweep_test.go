@@ -21,9 +21,12 @@ import (
 // namespace), proven to reach the same deployment, and removes the record:
 // nothing leaks. The release is reported where it can land while the
 // namespace terminates (which refuses Events): on the record, in the
-// operator's namespace.
+// operator's namespace. The admin's Server is in plain text on loopback,
+// which this admin vouches for (SweepTrustedHosts); TestAuthenticatedSweep-
+// CannotBeSpliced sweeps through verify-full.
 func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
-	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second})
+	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second,
+		SweepTrustedHosts: []string{"127.0.0.1"}})
 	w.serverIn(w.recNS) // the admin's Server: the sweeper's way in
 	ns := w.server()
 	d := database(ns, "d", pgtarget.RandomName("swept_"), "")

@@ -49,5 +49,7 @@
 // Server's sslMode defaults to require: traffic carries the operator's
 // credentials and role passwords, so it is encrypted unless someone writes
 // disable (sensible only on loopback). require does not verify the server's
-// certificate; production should use verify-full.
+// certificate; production should use verify-full, the one mode that
+// authenticates the server, and the only one the sweeper acts through
+// (SECURITY.md).
 package v1alpha1

@@ -43,6 +43,16 @@ type CredentialsSecretReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	PasswordKey string `json:"passwordKey,omitempty"`
+	// CAKey is the key, in the same Secret, of the PEM certificates of the
+	// CAs the server's certificate must chain to with sslMode verify-ca or
+	// verify-full (libpq's sslrootcert). Unset: the operator's system
+	// roots. Other sslModes check no certificate and ignore it. It lives
+	// with the credentials so that the hold keeps it while dependents
+	// still need to connect.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CAKey string `json:"caKey,omitempty"`
 }
 
 // ServerSpec says how to reach a PostgreSQL server and as whom.
@@ -71,7 +81,11 @@ type ServerSpec struct {
 	Database string `json:"database,omitempty"`
 	// SSLMode is libpq's sslmode. The default, require, encrypts but does not
 	// verify the server; use verify-full in production, disable only on
-	// loopback.
+	// loopback. Only verify-full authenticates the server (its certificate
+	// and host name, against credentialsSecretRef.caKey or the system
+	// roots): the sweeper deletes and removes cleanup records only through
+	// such a Server (condition SweepVerified), because through any other a
+	// copy of the deployment behind a proxy could answer in its place.
 	// +kubebuilder:default=require
 	// +optional
 	SSLMode SSLMode `json:"sslMode,omitempty"`

@@ -50,7 +50,9 @@ func sweepThrough(t *testing.T, c client.Client, clk *clocktesting.FakeClock, se
 			mu.Lock()
 			conns = append(conns, conn)
 			mu.Unlock()
-			return []sweep.Candidate{{Name: "server " + server.GetName(), Target: newTarget(conn)}}, nil
+			// The test's own connection to its own PostgreSQL: nothing in
+			// the path to authenticate against.
+			return []sweep.Candidate{{Name: "server " + server.GetName(), Target: newTarget(conn), Authentication: "the test's own connection"}}, nil
 		}),
 		Clock: clk,
 	})

@@ -177,12 +177,18 @@ func (e *env) createWith(t *testing.T, p ledger.Plan, tg *pgtarget.Target) strin
 	return name
 }
 
-// candidates offers the same targets for every record, named target-0, ...
+// authenticated is the Authentication the tests' targets claim: a
+// connection straight to the test's own PostgreSQL, with nothing in the
+// path.
+const authenticated = "the test's own connection, nothing in the path"
+
+// candidates offers the same targets for every record, named target-0,
+// ..., each authenticated.
 func candidates(targets ...ledger.Target) sweep.Targets {
 	return sweep.TargetsFn(func(context.Context, *ledger.Record) ([]sweep.Candidate, error) {
 		var out []sweep.Candidate
 		for i, tg := range targets {
-			out = append(out, sweep.Candidate{Name: fmt.Sprintf("target-%d", i), Target: tg})
+			out = append(out, sweep.Candidate{Name: fmt.Sprintf("target-%d", i), Target: tg, Authentication: authenticated})
 		}
 		return out, nil
 	})

@@ -589,3 +589,86 @@ func TestSweeperResolvesLostCreateByTag(t *testing.T) {
 		t.Error("the tagged role or its record survived")
 	}
 }
+
+// counting is a target that counts what it is asked and answers through
+// the genuine deployment.
+type counting struct {
+	ledger.Target
+	proofs, deletes atomic.Int32
+}
+
+func (c *counting) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
+	c.proofs.Add(1)
+	return c.Target.Prove(ctx, q)
+}
+
+func (c *counting) Delete(ctx context.Context, id, tag string) error {
+	c.deletes.Add(1)
+	return c.Target.Delete(ctx, id, tag)
+}
+
+// A connection without Authentication is never asked anything, however
+// well it would prove the deployment: through it a copy behind a proxy
+// would answer as the deployment does. The record stays, Unverified, with
+// one Warning Event naming the connection and saying what to do, and the
+// state's gauge; an authenticated connection offered after it is used.
+func TestUnauthenticatedConnectionIsNeverUsed(t *testing.T) {
+	e := newEnv(t)
+	o := newWidget(t, e.c, e.users, "unverified")
+	role := e.create(t, o, e.a)
+	e.deleteOwner(t, o)
+	e.clock.Step(settled)
+	plain := &counting{Target: e.a}
+	offered := []sweep.Candidate{{Name: "plain", Target: plain}}
+	opts := e.options(e.c)
+	opts.Targets = sweep.TargetsFn(func(context.Context, *ledger.Record) ([]sweep.Candidate, error) { return offered, nil })
+	s, err := sweep.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Pass(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sweep.Report{Unverified: 1}, rep); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	if n, m := plain.proofs.Load(), plain.deletes.Load(); n+m > 0 {
+		t.Errorf("the unauthenticated connection was asked %d proofs and %d deletes", n, m)
+	}
+	if !e.hasRecord(t, o) || !e.roleExists(t, role) {
+		t.Fatal("record or role gone")
+	}
+	if got := metric(t, "finale_sweep_records", "state", "unverified"); got != 1 {
+		t.Errorf("finale_sweep_records{state=unverified} = %v, want 1", got)
+	}
+	evs := e.events.byReason(sweep.ReasonUnverified)
+	if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Regarding != ledger.ConfigMapName(o.UID) {
+		t.Fatalf("events = %+v, want one Warning about the record", evs)
+	}
+	for _, want := range []string{"not used: plain", "verify-full", role, ledger.Tag(o), "kubectl -n " + e.store.Namespace() + " delete configmap " + ledger.ConfigMapName(o.UID)} {
+		if !strings.Contains(evs[0].Note, want) {
+			t.Errorf("event note %q lacks %q", evs[0].Note, want)
+		}
+	}
+	if n := len(e.events.byReason(sweep.ReasonSwept)); n > 0 {
+		t.Errorf("%d Swept events", n)
+	}
+
+	// An authenticated connection after it: that one sweeps.
+	verified := &counting{Target: e.a}
+	offered = append(offered, sweep.Candidate{Name: "verified", Target: verified, Authentication: authenticated})
+	e.clock.Step(sweep.DefaultMaxBackoff)
+	if rep, err = s.Pass(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sweep.Report{Deleted: 1, Removed: 1}, rep); diff != "" {
+		t.Errorf("report with an authenticated connection (-want +got):\n%s", diff)
+	}
+	if plain.proofs.Load()+plain.deletes.Load() > 0 || verified.deletes.Load() != 1 {
+		t.Errorf("asked: unauthenticated %d proofs, %d deletes; authenticated %d deletes (want 1)", plain.proofs.Load(), plain.deletes.Load(), verified.deletes.Load())
+	}
+	if e.hasRecord(t, o) || e.roleExists(t, role) {
+		t.Error("record or role left after the authenticated sweep")
+	}
+}

@@ -69,6 +69,7 @@ type Settings struct {
 	sweepEvery      time.Duration
 	sweepSkew       time.Duration
 	sweepServers    []types.NamespacedName
+	sweepTrusted    []string
 	keySecret       string
 	allowedServers  []string
 	verbosity       int
@@ -118,7 +119,7 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
 	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
 	fs.DurationVar(&s.sweepSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
-	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace", func(v string) error {
+	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace; only those with sslMode verify-full (or on a --sweep-trusted-hosts host) are used", func(v string) error {
 		extra, err := controller.ParseServers(v)
 		s.sweepServers = append(s.sweepServers, extra...)
 		return err
@@ -126,6 +127,10 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	fs.StringVar(&s.keySecret, "key-secret", "", "Secret in the records namespace holding the operator key (created on first start); empty is "+ledger.KeySecretName)
 	fs.Func("allowed-servers", "comma-separated hosts Servers may point at: DNS names, *.wildcards, IPs and CIDR prefixes (for example db.example.com,*.pg.internal,10.20.0.0/16); repeatable; unset allows any host", func(v string) error {
 		s.allowedServers = append(s.allowedServers, strings.Split(v, ",")...)
+		return nil
+	})
+	fs.Func("sweep-trusted-hosts", "comma-separated hosts (as --allowed-servers spells them) whose every path from the operator you vouch is authenticated outside PostgreSQL's TLS, such as a sidecar proxy in the operator's pod that authenticates the server; the sweeper acts through Servers there whatever their sslMode; repeatable; unset is none", func(v string) error {
+		s.sweepTrusted = append(s.sweepTrusted, strings.Split(v, ",")...)
 		return nil
 	})
 	fs.IntVar(&s.verbosity, "v", 0, "log verbosity")
@@ -283,7 +288,7 @@ func (s *Settings) NewManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 	}
 	o := controller.Options{
 		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
-		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepServers: s.sweepServers, KeySecret: s.keySecret,
+		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepServers: s.sweepServers, SweepTrustedHosts: s.sweepTrusted, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,
 	}
 	if s.lock != nil && !s.naive {

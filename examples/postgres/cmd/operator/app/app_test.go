@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,17 @@ func TestMainRejectsElectionFlags(t *testing.T) {
 func TestCheckElectionAcceptsDefaults(t *testing.T) {
 	if err := checkElection(DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --sweep-trusted-hosts is a repeatable comma-separated list, as
+// --allowed-servers is; the controller parses the entries.
+func TestSweepTrustedHostsFlag(t *testing.T) {
+	fs, s := NewFlags()
+	if err := fs.Parse([]string{"--sweep-trusted-hosts=127.0.0.1,10.0.0.0/8", "--sweep-trusted-hosts=db.internal"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(s.sweepTrusted, " "), "127.0.0.1 10.0.0.0/8 db.internal"; got != want {
+		t.Errorf("sweep trusted hosts = %q, want %q", got, want)
 	}
 }
