@@ -33,8 +33,8 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/scenarios/internal/operator"
 	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
 )
 
 // Env is where scenarios run: a real control plane and a real PostgreSQL.

@@ -25,11 +25,11 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/scenarios/internal/operator"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
 )
 
 // Stack is where the benchmarks run: a control plane (admin config) and a

@@ -10,8 +10,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/finale-dev/finale/scenarios/bench"
 	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/scenarios/bench"
 )
 
 // The in-process operators' logs would drown the tables; controller-runtime

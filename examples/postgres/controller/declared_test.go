@@ -5,15 +5,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/examples/postgres/controller"
-	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/lifecycle"
 )
 

@@ -30,9 +30,9 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
-	"github.com/finale-dev/finale/scenarios/internal/operator"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
 )
 
 const (

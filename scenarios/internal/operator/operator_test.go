@@ -19,8 +19,8 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
-	"github.com/finale-dev/finale/scenarios/internal/operator"
 	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/scenarios/internal/operator"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

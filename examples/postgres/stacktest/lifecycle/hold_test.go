@@ -11,8 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/lifecycle"
 )
 

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/controlplane"
-	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/lifecycle"
 )
