@@ -80,8 +80,11 @@
 // the error class, never the error's text (a dial error tells whoever reads
 // the status what answers where); the text goes to the operator's log.
 // Errors the user must resolve (NeedsAction: a database in use, a role that
-// still owns objects, a name someone else owns) are put in Synced and
-// retried at Options.RetryInterval; nothing is forced. Every other failure
+// still owns objects, a name someone else owns) are put in Synced, with the
+// NeedsAction's own action as the whole message (never what wraps it: a
+// NeedsAction from a dial comes back wrapped in the pool's error, which
+// names the server's address), and retried at Options.RetryInterval;
+// nothing is forced. Every other failure
 // is returned to the workqueue, whose rate limiter (DefaultRateLimiter: one
 // second doubling to five minutes per object) backs off and counts it.
 //
