@@ -58,11 +58,12 @@
 // finalizer, last. Every attempt is reported to the watchdog. While the
 // parent is deleting and held, each pass is bounded by the hold end and
 // retried within it with a per-object backoff capped there. Once the hold
-// is over the delete is still tried once more while the parent is there (an
-// operator that was down past the hold); only if that fails is the object
-// released without the delete, counted, evented on the object and on its
-// record (its namespace may refuse Events), logged, and its record left for
-// the sweeper. A DeletionPolicy of Retain keeps the external resource and
+// is over the delete is still tried once more while the parent is there;
+// only if that fails is the object released without the delete, counted,
+// evented on the object and on its record (its namespace may refuse
+// Events), logged, and its record left for the sweeper. (An operator that
+// was down past the hold timeout does not find the hold over: the hold
+// counts from its own first look at the deletion, package hold.) A DeletionPolicy of Retain keeps the external resource and
 // its tag and removes the record.
 //
 // Restore and migration: an object whose AnnotationUID names another UID
