@@ -26,9 +26,10 @@
 //
 // The recorder is made here rather than taken from the manager
 // (Manager.GetEventRecorder, controller-runtime v0.23 and later) because
-// only a broadcaster made here can have its sink guarded. It is started as
-// one of the manager's Runnables that do not need leader election, so it
-// runs before any controller emits, and stopped with the manager.
+// only a broadcaster made here can have its sink guarded. It records from
+// the moment For returns (an Event emitted before a broadcaster records is
+// lost, and a manager may already be running when For is called) and is
+// shut down with the manager, by a Runnable that needs no leader election.
 package eventrec
 
 import (
@@ -117,7 +118,14 @@ func For(mgr manager.Manager, name string, opts ...Options) (events.EventRecorde
 		return nil, fmt.Errorf("eventrec: events client for %s: %w", name, err)
 	}
 	b := events.NewBroadcaster(NewSink(&events.EventSinkImpl{Interface: cs.EventsV1()}, o))
-	if err := mgr.Add(broadcaster{name: name, b: b}); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("eventrec: start %s: %w", name, err)
+	}
+	if err := mgr.Add(broadcaster{b: b, stop: cancel}); err != nil {
+		cancel()
+		b.Shutdown()
 		return nil, fmt.Errorf("eventrec: add the %s broadcaster to the manager: %w", name, err)
 	}
 	return b.NewRecorder(mgr.GetScheme(), name), nil
@@ -133,24 +141,22 @@ func Informer(ctx context.Context, mgr manager.Manager) error {
 	return nil
 }
 
-// broadcaster runs an events broadcaster while the manager runs.
+// broadcaster shuts a recording events broadcaster down when the manager
+// stops.
 type broadcaster struct {
-	name string
 	b    events.EventBroadcaster
+	stop context.CancelFunc
 }
 
 func (r broadcaster) Start(ctx context.Context) error {
-	if err := r.b.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("eventrec: start %s: %w", r.name, err)
-	}
 	<-ctx.Done()
 	r.b.Shutdown()
+	r.stop()
 	return nil
 }
 
-// NeedLeaderElection is false: the broadcaster must run before the
-// controllers emit (Events sent before it starts are lost); a replica
-// that does not lead emits nothing.
+// NeedLeaderElection is false: a replica that does not lead emits nothing,
+// and its broadcaster must stop with its manager all the same.
 func (broadcaster) NeedLeaderElection() bool { return false }
 
 // Sink is an events.EventSink that keeps Events out of terminating
