@@ -39,7 +39,10 @@ func (h *Hold) Held(parent client.Object) bool {
 // ReleaseWithoutDelete instead of deleting.
 //
 // Otherwise deadline is the hold end (zero while the parent is not being
-// deleted: no bound), on the injected clock.
+// deleted: no bound), on the injected clock. A hold that has not started
+// counting yet (the parent reconciler has not seen the deletion: the
+// operator has just come back, say) ends no sooner than Timeout from now,
+// so it is not over: the dependent deletes.
 func (h *Hold) DependentDeadline(parent client.Object) (deadline time.Time, release bool) {
 	if parent == nil {
 		return time.Time{}, true
@@ -50,11 +53,25 @@ func (h *Hold) DependentDeadline(parent client.Object) (deadline time.Time, rele
 	if !hasFinalizer(parent, h.cfg.Finalizer) {
 		return time.Time{}, true
 	}
-	end := parent.GetDeletionTimestamp().Add(h.cfg.Timeout)
-	if !h.cfg.Clock.Now().Before(end) {
-		return end, true
+	now := h.cfg.Clock.Now()
+	end, started := h.end(parent, now)
+	return end, started && !now.Before(end)
+}
+
+// end is the hold end of a deleting parent: Timeout after the later of its
+// deletionTimestamp and the hold's start (AnnotationStarted). started is
+// false when the hold has not started counting; the end is then what it
+// will be if it starts now.
+func (h *Hold) end(parent client.Object, now time.Time) (end time.Time, started bool) {
+	from := parent.GetDeletionTimestamp().Time
+	at, started := startedAt(parent)
+	if !started {
+		at = now
 	}
-	return end, false
+	if at.After(from) {
+		from = at
+	}
+	return from.Add(h.cfg.Timeout), started
 }
 
 // ShouldReleaseWithoutDelete is DependentDeadline's release answer alone.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -186,6 +187,16 @@ func TestDependentPass(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	deletedAt := metav1.NewTime(t0)
 	end := t0.Add(hold.DefaultTimeout)
+	// startedAt marks the hold on p started that long after the deletion
+	// (notStarted: unmarks it).
+	const notStarted = time.Duration(math.MinInt64)
+	startedAt := func(p client.Object, after time.Duration) client.Object {
+		p.SetAnnotations(nil)
+		if after != notStarted {
+			p.SetAnnotations(map[string]string{hold.AnnotationStarted: t0.Add(after).Format(time.RFC3339)})
+		}
+		return p
+	}
 	parent := func(deleting, held bool) client.Object {
 		p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 		if held {
@@ -193,6 +204,7 @@ func TestDependentPass(t *testing.T) {
 		}
 		if deleting {
 			p.DeletionTimestamp = &deletedAt
+			startedAt(p, 0)
 		}
 		return p
 	}
@@ -235,6 +247,26 @@ func TestDependentPass(t *testing.T) {
 			passStart: 10 * time.Minute,
 			want:      want{Deadline: end, Release: true, Retry: time.Millisecond},
 		},
+		"deleted while the operator was down: the hold has not started, so it is not over": {
+			parent:    startedAt(parent(true, true), notStarted),
+			passStart: 3 * hold.DefaultTimeout,
+			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Retry: backoff},
+		},
+		"started after an outage: counted from its start": {
+			parent:    startedAt(parent(true, true), 3*hold.DefaultTimeout),
+			passStart: 3*hold.DefaultTimeout + 9*time.Minute,
+			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Retry: time.Minute},
+		},
+		"started after an outage, and over": {
+			parent:    startedAt(parent(true, true), 3*hold.DefaultTimeout),
+			passStart: 4 * hold.DefaultTimeout,
+			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Release: true, Retry: time.Millisecond},
+		},
+		"a start stamped before the deletion counts from the deletion": {
+			parent:    startedAt(parent(true, true), -time.Hour),
+			passStart: hold.DefaultTimeout,
+			want:      want{Deadline: t0.Add(hold.DefaultTimeout), Release: true, Retry: time.Millisecond},
+		},
 		"parent deleting and already released: release": {
 			parent: parent(true, false),
 			want:   want{Release: true, Retry: time.Millisecond},
@@ -263,7 +295,8 @@ func TestPassContext(t *testing.T) {
 	deletedAt := metav1.NewTime(t0)
 	clk := clocktesting.NewFakeClock(t0.Add(hold.DefaultTimeout - 2*time.Second))
 	h := unitHold(t, clk)
-	p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deletedAt, Finalizers: []string{hold.Finalizer}}}
+	p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deletedAt, Finalizers: []string{hold.Finalizer},
+		Annotations: map[string]string{hold.AnnotationStarted: t0.Format(time.RFC3339)}}}
 
 	ctx, cancel := h.PassContext(t.Context(), p)
 	defer cancel()

@@ -22,9 +22,11 @@
 //     counts only while its cleanup finalizer is there: another finalizer
 //     keeping it around does not keep the parent (seed follow-up 2).
 //   - A parent with no dependents is never held, so it is deleted at once.
-//   - The hold is bounded: Timeout (default 10 minutes) from the parent's
-//     deletionTimestamp, measured on the injected clock.PassiveClock (never
-//     the wall clock; seed follow-up 5). At the end parent and Secret are
+//   - The hold is bounded: Timeout (default 10 minutes) from when the hold
+//     started, measured on the injected clock.PassiveClock (never the wall
+//     clock; seed follow-up 5). It starts at the hold's first pass over the
+//     parent being deleted, marked on the parent (AnnotationStarted), and
+//     never before the deletionTimestamp. At the end parent and Secret are
 //     released; dependents then release WITHOUT their external delete
 //     (ShouldReleaseWithoutDelete, ReleaseWithoutDelete), each counted in
 //     finale_released_without_delete_total{kind} with a Warning Event. Their
@@ -62,10 +64,23 @@
 // marker is still present the garbage collector is at work, and the hold
 // waits for it.
 //
-// The hold end is deletionTimestamp (set by the API server) plus Timeout,
-// compared with the injected clock's now. Both clocks are assumed to agree
-// to within seconds; a clock far behind the API server lengthens the hold,
-// never shortens it below what the API server recorded.
+// An outage longer than the hold (issue 25, item 6). Counted from the
+// deletionTimestamp, a hold whose parent was deleted while the operator was
+// down past Timeout would be over on the operator's first look: the parent
+// released at once and every dependent released without its delete,
+// although access works. So the hold counts from its own first look at the
+// deletion: it writes AnnotationStarted (the injected clock's now) on the
+// parent in that pass, and ends Timeout after the later of that and the
+// deletionTimestamp. Until the mark is there, a dependent asking
+// DependentDeadline is told the hold is not over. The mark is written once,
+// so a crash loop does not prolong the hold: the bound is the outage plus
+// Timeout. The cost is one API write per deleting parent that has
+// dependents.
+//
+// The hold end compares the deletionTimestamp (set by the API server) with
+// the injected clock's now. Both clocks are assumed to agree to within
+// seconds; a clock far behind the API server lengthens the hold, never
+// shortens it below what the API server recorded.
 //
 // Counting rule. While the parent is alive, every dependent referencing it
 // counts, except a terminating one whose cleanup finalizer is already gone
@@ -79,13 +94,22 @@
 //
 // finale_hold_active{kind} (parents being deleted that are held now),
 // finale_hold_duration_seconds{kind} (deletionTimestamp to release, on the
-// injected clock), finale_hold_releases_total{kind,reason} with reasons
-// dependents_done, timeout, access_not_ready and owned_gone, and
-// finale_released_without_delete_total{kind}; all on controller-runtime's
-// metrics.Registry. Events (reasons are the Reason* constants): DeletionHeld
-// when a hold starts, HoldAccessNotReady (Warning) on each pass without
-// access, HoldReleased (Warning unless the dependents finished), and
-// ReleasedWithoutDelete (Warning) on each dependent released without delete.
+// injected clock, outage included), finale_hold_releases_total{kind,reason}
+// with reasons dependents_done, timeout, access_not_ready and owned_gone,
+// and finale_released_without_delete_total{kind}; all on
+// controller-runtime's metrics.Registry. Events (reasons are the Reason*
+// constants): DeletionHeld when a hold starts, HoldAccessNotReady (Warning)
+// on each pass without access, HoldReleased (Warning unless the dependents
+// finished), and ReleasedWithoutDelete (Warning) on each dependent released
+// without delete. Each is logged too.
+//
+// These Events are mostly about objects in a terminating namespace, which
+// refuses new Events. The recorder SetupWithManager makes when
+// Config.Recorder is nil sends none there (it learns the namespace is
+// terminating from the first refusal, and drops them quietly); the
+// reference operator's recorder (examples/postgres/controller) knows
+// terminating namespaces from its cache and sends HoldReleased and
+// ReleasedWithoutDelete to its own namespace instead, naming the object.
 //
 // # Threat model and limits
 //
@@ -103,7 +127,8 @@
 //
 // # Access rights and cost
 //
-// The hold needs get, list, watch and patch on the parent kind and on
+// The hold needs get, list, watch and patch on the parent kind (patch for
+// its finalizer and AnnotationStarted) and on
 // Secrets, get, list and watch on each dependent kind, and create on
 // events.k8s.io Events. It never needs a Secret's data: its Secret watch is
 // metadata-only (builder.OnlyMetadata) and it reads and patches Secrets as

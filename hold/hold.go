@@ -18,8 +18,20 @@ import (
 // Finalizer is the default hold finalizer put on a parent and its Secret.
 const Finalizer = "hold.finale.dev/hold"
 
-// DefaultTimeout bounds a hold, counted from the parent's deletionTimestamp.
+// DefaultTimeout bounds a hold, counted from when the hold started (see
+// AnnotationStarted).
 const DefaultTimeout = 10 * time.Minute
+
+// AnnotationStarted records on a deleting parent when its hold started
+// counting: the first pass of the hold over the parent being deleted with
+// dependents still needing it, on the injected clock, RFC 3339. The hold
+// ends Timeout after the later of that and the parent's
+// deletionTimestamp. Counting from the hold's own first look rather than
+// from the deletion alone is what lets the dependents of a parent deleted
+// while the operator was down, for longer than Timeout, still make their
+// deletes when it comes back: the hold then lasts Timeout from its return,
+// once (the annotation is written once, so restarts do not prolong it).
+const AnnotationStarted = "hold.finale.dev/started"
 
 // DefaultRecheck is how often a held parent looks again even when no watch
 // event arrives: the hold end is measured on an injected clock that no
@@ -159,7 +171,9 @@ type Config struct {
 
 	// Finalizer defaults to Finalizer.
 	Finalizer string
-	// Timeout defaults to DefaultTimeout.
+	// Timeout defaults to DefaultTimeout. It counts from when the hold
+	// first saw the parent being deleted (AnnotationStarted), and never
+	// from before its deletionTimestamp.
 	Timeout time.Duration
 	// Recheck defaults to DefaultRecheck.
 	Recheck time.Duration

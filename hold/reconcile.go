@@ -37,8 +37,9 @@ func secretMeta() *metav1.PartialObjectMetadata {
 // parents (woken by dependent changes) and one for Secrets (woken by parent
 // changes). Reads go through the manager's cache, writes through its
 // client. The Secret watch is metadata-only, so the cache holds no Secret's
-// data on the hold's account. A nil Recorder becomes
-// the manager's events.k8s.io recorder named "finale-hold".
+// data on the hold's account. A nil Recorder becomes an events.k8s.io
+// recorder named "finale-hold" that sends nothing into a terminating
+// namespace (internal/eventrec).
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	h.mu.Lock()
 	done := h.setUp
@@ -179,9 +180,10 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 	}
 	o := observation{Deleting: deleting(parent), Dependents: total(counts)}
 	var accessErr error
+	started := false
 	if o.Deleting {
 		o.Now = h.cfg.Clock.Now()
-		o.End = parent.GetDeletionTimestamp().Add(h.cfg.Timeout)
+		o.End, started = h.end(parent, o.Now)
 		o.ForegroundMarker = hasFinalizer(parent, foregroundFinalizer)
 		if o.Dependents > 0 && h.cfg.Owned != nil && !o.ForegroundMarker {
 			exists, err := h.cfg.Owned.Exists(ctx, parent)
@@ -225,6 +227,14 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			// Never held (it had no dependents until it was already being
 			// deleted); a finalizer cannot be added now.
 			return reconcile.Result{}, nil
+		}
+		if !started {
+			// The hold's first look at this deletion: it counts from now,
+			// not from a deletion made while the operator was down, so the
+			// dependents get their Timeout to delete (issue 25, item 6).
+			if err := markStarted(ctx, w, parent, o.Now); err != nil {
+				return reconcile.Result{}, fmt.Errorf("hold: %w", err)
+			}
 		}
 		if h.setActive(key, true) {
 			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
@@ -412,8 +422,9 @@ func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
 }
 
 // event emits an Event and logs it: a hold's transitions happen while the
-// parent's namespace is terminating, which refuses new Events, so the log
-// is where they are sure to be seen.
+// parent's namespace is terminating, which refuses new Events (a guarded
+// recorder, internal/eventrec, sends the important ones elsewhere or drops
+// them), so the log is where they are sure to be seen.
 func (h *Hold) event(obj client.Object, typ, reason, action, note string, args ...interface{}) {
 	logf.Log.WithName("hold").Info(fmt.Sprintf(note, args...), "reason", reason, "kind", kindName(h.cfg.Scheme, obj),
 		"namespace", obj.GetNamespace(), "name", obj.GetName())

@@ -163,8 +163,11 @@ type Pool[K comparable, C any] interface {
 
 // NeedsAction is an error only the user can resolve (a database still in
 // use, a role that still owns objects, a name taken by someone else). Its
-// Action goes into the Synced condition's message, the reconciler keeps
-// retrying, and nothing is forced.
+// Action (or, when Action is empty, the text of Err) is the Synced
+// condition's whole message, so write it for the object's users: nothing
+// that wraps the NeedsAction (the pool's dial error naming the address, a
+// caller's context) reaches the status; the whole error goes to the log.
+// The reconciler keeps retrying, and nothing is forced.
 type NeedsAction struct {
 	// Reason is the condition reason, a constant of the adapter's package.
 	Reason string
@@ -174,7 +177,10 @@ type NeedsAction struct {
 }
 
 func (e *NeedsAction) Error() string {
-	if e.Action == "" {
+	switch {
+	case e.Err == nil:
+		return e.Action
+	case e.Action == "":
 		return e.Err.Error()
 	}
 	return e.Err.Error() + ": " + e.Action

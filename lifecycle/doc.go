@@ -59,11 +59,12 @@
 // finalizer, last. Every attempt is reported to the watchdog. While the
 // parent is deleting and held, each pass is bounded by the hold end and
 // retried within it with a per-object backoff capped there. Once the hold
-// is over the delete is still tried once more while the parent is there (an
-// operator that was down past the hold); only if that fails is the object
-// released without the delete, counted, evented on the object and on its
-// record (its namespace may refuse Events), logged, and its record left for
-// the sweeper. A DeletionPolicy of Retain keeps the external resource and
+// is over the delete is still tried once more while the parent is there;
+// only if that fails is the object released without the delete, counted,
+// evented on the object and on its record (its namespace may refuse
+// Events), logged, and its record left for the sweeper. (An operator that
+// was down past the hold timeout does not find the hold over: the hold
+// counts from its own first look at the deletion, package hold.) A DeletionPolicy of Retain keeps the external resource and
 // its tag and removes the record.
 //
 // Restore and migration: an object whose AnnotationUID names another UID
@@ -81,8 +82,11 @@
 // the error class, never the error's text (a dial error tells whoever reads
 // the status what answers where); the text goes to the operator's log.
 // Errors the user must resolve (NeedsAction: a database in use, a role that
-// still owns objects, a name someone else owns) are put in Synced and
-// retried at Options.RetryInterval; nothing is forced. Every other failure
+// still owns objects, a name someone else owns) are put in Synced, with the
+// NeedsAction's own action as the whole message (never what wraps it: a
+// NeedsAction from a dial comes back wrapped in the pool's error, which
+// names the server's address), and retried at Options.RetryInterval;
+// nothing is forced. Every other failure
 // is returned to the workqueue, whose rate limiter (DefaultRateLimiter: one
 // second doubling to five minutes per object) backs off and counts it.
 //

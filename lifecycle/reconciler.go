@@ -760,7 +760,7 @@ func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], e
 	log := logf.FromContext(ctx)
 	switch na, ok := asNeedsAction(err); {
 	case ok:
-		st.synced(false, na.Reason, MessageNeedsAction, err)
+		st.synced(false, na.Reason, MessageNeedsAction, needsActionMessage(na))
 		log.Info("needs the user", "reason", na.Reason, "error", err.Error())
 		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
 	case errors.Is(err, ledger.ErrInvalidRecord):

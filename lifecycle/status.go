@@ -166,6 +166,23 @@ func (s *status[O, K, C]) set(t string, ok bool, reason, msg string, args ...any
 	}
 }
 
+// needsActionMessage is what a NeedsAction puts in the Synced condition:
+// its Action, or when it has none the text of its Err, which the adapter
+// wrote for the object's users. Never the chain around it: a NeedsAction
+// returned by a dial comes back wrapped by the pool ("clientpool NAME:
+// dial KEY: ...", the key naming the server's address), and a caller's
+// wrapping says what the operator was doing, not what the user must do.
+// The whole error goes to the operator's log.
+func needsActionMessage(na *NeedsAction) string {
+	switch {
+	case na.Action != "":
+		return na.Action
+	case na.Err != nil:
+		return na.Err.Error()
+	}
+	return MessageNeedsActionNone
+}
+
 // quiet are the reasons of states an object passes through on its way, not
 // failures.
 var quiet = map[string]bool{ReasonCreating: true, ReasonDeleting: true}

@@ -77,6 +77,13 @@
 // namespace, name, UID), so the kind must be known: pass Options.Scheme (the
 // manager's scheme) for typed objects; unstructured objects carry their own.
 //
+// A deletion the watchdog reports is often one whose namespace is
+// terminating, and a terminating namespace refuses new Events: the
+// manager's plain recorder logs each refusal as an error. The reference
+// operator passes a recorder that never sends into a terminating
+// namespace and sends CleanupBlocked to the operator's own namespace,
+// naming the object (examples/postgres/controller, internal/eventrec).
+//
 // # Threat model
 //
 // Events and conditions are readable by anyone who may read the object or

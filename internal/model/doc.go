@@ -60,15 +60,21 @@
 // crash after any step (every in-flight reconcile and sweep pass lost);
 // an attacker may edit a record. Time moves: a record's settle window
 // passes (never while its owner's create is in flight: the window is
-// longer than the calls' timeout), a deleting parent's hold times out.
+// longer than the calls' timeout), a deleting parent's hold times out once
+// it has started counting. The hold starts counting on its first pass over
+// the deleting parent (it marks the parent, hold.AnnotationStarted; one
+// step), not at the deletion: before that pass the clock may be anywhere,
+// as after an operator outage longer than the timeout, and the real hold
+// is asked with its clock past the deletion plus the timeout.
 //
 // # The real code's decisions
 //
 // capture.Rule decides every capture release (g3.go). The hold's decisions
 // are hold's own (tables.go): hold.ParentReconciler and
 // hold.SecretReconciler run against controller-runtime's fake client on
-// objects built for each abstract input the model meets, and Held and
-// ShouldReleaseWithoutDelete on a parent built for it, memoized. The rest
+// objects built for each abstract input the model meets (with where the
+// parent's hold stands on the clock: not started, running, over), and Held
+// and ShouldReleaseWithoutDelete on a parent built for it, memoized. The rest
 // is imperative order, mirrored step by step from lifecycle, ledger and
 // sweep, with each rule that changed or may change a switch in Rules:
 // Target is main's protocol (records v2, issues 12 and 13, and the two

@@ -53,6 +53,7 @@ type G2 struct {
 	// and sweepDirty once someone else wrote that record since the sweeper
 	// read it (its removal is conditional on the version it read).
 	Sweep, SweepI, SweepVia, SweepSeen uint8
+	Started                            uint8 // bit p: parent p's hold started counting (hold.AnnotationStarted)
 	TimedOut                           uint8 // bit p: parent p's hold timed out
 	Excused                            uint8 // bit i: released without delete after its hold timed out
 	Foreign                            uint8 // someone else's resource with dependent 0's name: 1 exists, 2 deleted
@@ -174,6 +175,7 @@ const (
 	kHoldParent
 	kHoldParentAdd
 	kHoldConflict
+	kHoldStart
 	kSecretFin
 	kSweepStart
 	kSweepForgetStart
@@ -375,7 +377,9 @@ func (m *G2System) namespace(s G2, emit func(Step, G2)) {
 }
 
 // clock: the settle window of a record passes; a deleting parent's hold
-// times out. Time always moves on, so the clock is fair.
+// times out, once it has started counting (HoldFromStart: the hold's first
+// look at the deletion; an operator that was down past the timeout starts
+// it when it comes back). Time always moves on, so the clock is fair.
 func (m *G2System) clock(s G2, emit func(Step, G2)) {
 	for i := range m.cfg.Dependents {
 		// The settle window is longer than any create attempt (its calls
@@ -397,12 +401,24 @@ func (m *G2System) clock(s G2, emit func(Step, G2)) {
 		return
 	}
 	for p := range m.cfg.Parents {
-		if s.P[p].V == vDeleting && s.TimedOut&(1<<p) == 0 {
+		if s.P[p].V == vDeleting && s.TimedOut&(1<<p) == 0 && m.holdAt(s, p) == htRunning {
 			t := s
 			t.TimedOut |= 1 << p
 			emit(Step{Actor: actClock, Code: code(actClock, kTimeout, p)}, t)
 		}
 	}
+}
+
+// holdAt is where parent p's hold stands on the clock. Without
+// HoldFromStart the hold counts from the deletion (started with it).
+func (m *G2System) holdAt(s G2, p int) holdTime {
+	switch {
+	case s.TimedOut&(1<<p) != 0:
+		return htOver
+	case s.Started&(1<<p) != 0 || !m.cfg.Rules.HoldFromStart:
+		return htRunning
+	}
+	return htUnstarted
 }
 
 // views of o for a cached read: the current version is not a fault, any
@@ -484,7 +500,7 @@ func (m *G2System) dependent(s G2, i int, emit func(Step, G2)) {
 	case pcConfirm:
 		// confirmLive: the object exists, carries the finalizer and is not
 		// being deleted; with LiveHoldBeforeCreate the parent's hold too.
-		held, _ := theHold.Dependent(s.P[p].V, s.TimedOut&(1<<p) != 0)
+		held, _ := theHold.Dependent(s.P[p].V, m.holdAt(s, p))
 		if r.SecretHeldBeforeCreate && !s.S[p].V.fin() {
 			held = false
 		}
@@ -620,7 +636,7 @@ func (m *G2System) createStart(s G2, i int, emit func(Step, G2)) {
 		if !pv.exists() {
 			continue // parent missing: requeue
 		}
-		if held, _ := theHold.Dependent(pv, s.TimedOut&(1<<p) != 0); r.Hold && !held {
+		if held, _ := theHold.Dependent(pv, m.holdAt(s, p)); r.Hold && !held {
 			continue // waiting for the hold
 		}
 		if !s.reach(p) {
@@ -677,8 +693,7 @@ func (m *G2System) deleteStart(s G2, i int, emit func(Step, G2)) {
 	}
 	for _, pv := range m.views(s.P[p]) {
 		stale := pv != s.P[p].V
-		timedOut := s.TimedOut&(1<<p) != 0
-		_, over := theHold.Dependent(pv, timedOut)
+		_, over := theHold.Dependent(pv, m.holdAt(s, p))
 		try := false
 		switch {
 		case r.Hold && over:
@@ -822,15 +837,23 @@ func (m *G2System) holdParent(s G2, p int, emit func(Step, G2)) {
 	if !s.P[p].V.exists() {
 		return
 	}
-	timedOut := s.TimedOut&(1<<p) != 0
+	at := m.holdAt(s, p)
 	m.depViews(s, p, func(vs []version, stale bool) {
-		ans := theHold.Parent(s.P[p].V, s.S[p].V, timedOut, vs)
+		ans := theHold.Parent(s.P[p].V, s.S[p].V, at, vs)
 		if stale && !ans.PFin && s.P[p].V.fin() && m.cfg.Rules.LiveBeforeRelease {
 			// The hold comes off only if a live count agrees.
-			ans.PFin = theHold.Parent(s.P[p].V, s.S[p].V, timedOut, m.current(s, p)).PFin
+			ans.PFin = theHold.Parent(s.P[p].V, s.S[p].V, at, m.current(s, p)).PFin
 		}
 		t := s
 		switch {
+		case at == htUnstarted && ans.Started:
+			// The hold's first look at the deletion: it marks when it
+			// started (its only write in that pass).
+			if ans.SFin != s.S[p].V.fin() || ans.PFin != s.P[p].V.fin() {
+				panic(fmt.Sprintf("model: hold's pass that started the hold on P%d also wrote finalizers: %+v", p, ans))
+			}
+			t.Started |= 1 << p
+			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldStart, p)}, t)
 		case ans.SFin != s.S[p].V.fin():
 			if ans.SFin {
 				t.S[p].addFin()
@@ -1257,6 +1280,8 @@ func (m *G2System) Label(st Step) string {
 		return fmt.Sprintf("adds the hold on P%d (after its Secret)", arg)
 	case kHoldConflict:
 		return fmt.Sprintf("P%d changed meanwhile: conflict", arg)
+	case kHoldStart:
+		return fmt.Sprintf("sees P%d deleting: its hold starts counting now", arg)
 	case kSecretFin:
 		if arg&0x100 != 0 {
 			return fmt.Sprintf("Secret reconciler adds the hold on S%d", arg&0xff) + stale
@@ -1293,8 +1318,13 @@ func (m *G2System) Describe(s G2) string {
 	b.WriteString([]string{"live", "terminating"}[s.NS])
 	for p := range m.cfg.Parents {
 		fmt.Fprintf(&b, " P%d:%s S%d:%s", p, s.P[p].V, p, s.S[p].V)
-		if s.TimedOut&(1<<p) != 0 {
+		switch m.holdAt(s, p) {
+		case htOver:
 			b.WriteString("(hold timed out)")
+		case htRunning:
+			if s.P[p].V == vDeleting && m.cfg.Rules.HoldFromStart {
+				b.WriteString("(hold started)")
+			}
 		}
 	}
 	for i := range m.cfg.Dependents {

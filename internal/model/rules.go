@@ -59,6 +59,12 @@ type Rules struct {
 	// reconciler's two writes, Secret then parent, so a held parent does
 	// not imply a held Secret).
 	SecretHeldBeforeCreate bool
+	// HoldFromStart: a deleting parent's hold counts its timeout from the
+	// hold's first look at the deletion (hold.AnnotationStarted), not from
+	// the deletion: after an outage longer than the timeout the dependents
+	// still get the timeout to delete (issue 25, item 6). Off, the timeout
+	// may pass before the hold has ever seen the deletion.
+	HoldFromStart bool
 	// CaptureRule: a child's capture finalizer goes only by capture.Rule.
 	// Off: released on a timer, as upstream Argo does (the G3 seed).
 	CaptureRule bool
@@ -74,6 +80,7 @@ func Target() Rules {
 		FinishWithoutRecord: true, RecordPendingName: true, DeleteChecksTag: true,
 		SweepLiveOwner: true, SweepScoped: true, SweepAuthenticated: true, SweepKeepsRetain: true,
 		SweepSettle: true, CaptureRule: true, LiveBeforeRelease: true, SecretHeldBeforeCreate: true,
+		HoldFromStart: true,
 	}
 }
 
@@ -91,6 +98,7 @@ func Current() Rules {
 	r.SweepKeepsRetain = false
 	r.LiveBeforeRelease = false
 	r.SecretHeldBeforeCreate = false
+	r.HoldFromStart = false
 	return r
 }
 

@@ -22,8 +22,9 @@ import (
 )
 
 // The hold's decisions are the real package's: for each abstract input the
-// model meets (the parent's and its Secret's versions, whether the hold
-// timed out, the versions of the dependents as the reader saw them), the
+// model meets (the parent's and its Secret's versions, where its hold
+// stands on the clock, the versions of the dependents as the reader saw
+// them), the
 // answer is computed once by running hold's own code on objects built for
 // that input, then memoized. hold's verdict function is unexported, so the
 // parent's and the Secret's answers come from hold.ParentReconciler and
@@ -44,14 +45,30 @@ const (
 // as the API stores it.
 var tableEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// holdTime is where a deleting parent's hold stands on the clock.
+type holdTime uint8
+
+const (
+	// htUnstarted: the hold has not looked at the deletion yet (no
+	// hold.AnnotationStarted); the clock is past the deletionTimestamp
+	// plus the timeout, as after an outage longer than the hold.
+	htUnstarted holdTime = iota
+	// htRunning: started, within its timeout.
+	htRunning
+	// htOver: started, and its timeout has passed.
+	htOver
+)
+
 type holdKey struct {
-	P, S     version
-	TimedOut bool
-	N        uint8
-	Deps     [MaxDeps]version // sorted, first N used
+	P, S version
+	T    holdTime
+	N    uint8
+	Deps [MaxDeps]version // sorted, first N used
 }
 
-type holdAnswer struct{ PFin, SFin bool }
+// holdAnswer is what a parent reconciler pass leaves: the hold finalizer
+// on the parent and on its Secret, and whether the hold has started.
+type holdAnswer struct{ PFin, SFin, Started bool }
 
 // realHold memoizes the real hold's answers.
 type realHold struct {
@@ -75,8 +92,8 @@ var theHold = func() *realHold {
 	}
 }()
 
-func key(p, s version, timedOut bool, deps []version) holdKey {
-	k := holdKey{P: p, S: s, TimedOut: timedOut, N: uint8(len(deps))}
+func key(p, s version, t holdTime, deps []version) holdKey {
+	k := holdKey{P: p, S: s, T: t, N: uint8(len(deps))}
 	copy(k.Deps[:], deps)
 	slices.Sort(k.Deps[:k.N])
 	return k
@@ -94,14 +111,18 @@ func (h *realHold) newHold(now time.Time) (*hold.Hold, error) {
 	})
 }
 
-func now(timedOut bool) time.Time {
-	if timedOut {
+// now is the clock for t. A hold that started did so at the deletion.
+func now(t holdTime) time.Time {
+	switch t {
+	case htUnstarted:
+		return tableEpoch.Add(2 * tableTimeout)
+	case htOver:
 		return tableEpoch.Add(tableTimeout + time.Second)
 	}
 	return tableEpoch.Add(time.Second)
 }
 
-// meta sets the finalizer and deletionTimestamp of o for version v.
+// setMeta sets the finalizer and deletionTimestamp of o for version v.
 func setMeta(o client.Object, name string, v version, fin string) {
 	o.SetNamespace(tableNS)
 	o.SetName(name)
@@ -116,15 +137,13 @@ func setMeta(o client.Object, name string, v version, fin string) {
 }
 
 func (h *realHold) world(k holdKey) (client.Client, *hold.Hold, error) {
-	hd, err := h.newHold(now(k.TimedOut))
+	hd, err := h.newHold(now(k.T))
 	if err != nil {
 		return nil, nil, err
 	}
 	var objs []client.Object
 	if k.P.exists() {
-		p := &corev1.Service{}
-		setMeta(p, tableParent, k.P, hold.Finalizer)
-		objs = append(objs, p)
+		objs = append(objs, parentAt(k.P, k.T))
 	}
 	if k.S.exists() {
 		s := &corev1.Secret{}
@@ -147,6 +166,16 @@ func (h *realHold) world(k holdKey) (client.Client, *hold.Hold, error) {
 	return b.Build(), hd, nil
 }
 
+// parentAt is the parent at version v whose hold stands at t.
+func parentAt(v version, t holdTime) client.Object {
+	p := &corev1.Service{}
+	setMeta(p, tableParent, v, hold.Finalizer)
+	if v == vDeleting && t != htUnstarted {
+		p.SetAnnotations(map[string]string{hold.AnnotationStarted: tableEpoch.Format(time.RFC3339)})
+	}
+	return p
+}
+
 // finOf reads whether the object still carries the hold finalizer (false
 // when it is gone).
 func finOf(ctx context.Context, c client.Client, o client.Object, name string) (bool, error) {
@@ -160,10 +189,25 @@ func finOf(ctx context.Context, c client.Client, o client.Object, name string) (
 	return slices.Contains(o.GetFinalizers(), hold.Finalizer), nil
 }
 
+// startedOf reads whether the parent carries hold.AnnotationStarted (false
+// when it is gone).
+func startedOf(ctx context.Context, c client.Client) (bool, error) {
+	p := &corev1.Service{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: tableNS, Name: tableParent}, p)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, ok := p.GetAnnotations()[hold.AnnotationStarted]
+	return ok, nil
+}
+
 // Parent is what hold's parent reconciler leaves on the parent and its
-// Secret after one pass over this input.
-func (h *realHold) Parent(p, s version, timedOut bool, deps []version) holdAnswer {
-	k := key(p, s, timedOut, deps)
+// Secret after one pass over this input, and whether the hold has started.
+func (h *realHold) Parent(p, s version, t holdTime, deps []version) holdAnswer {
+	k := key(p, s, t, deps)
 	h.mu.Lock()
 	a, ok := h.parent[k]
 	h.mu.Unlock()
@@ -181,6 +225,9 @@ func (h *realHold) Parent(p, s version, timedOut bool, deps []version) holdAnswe
 	if err == nil {
 		a.SFin, err = finOf(ctx, c, &corev1.Secret{}, tableSecret)
 	}
+	if err == nil {
+		a.Started, err = startedOf(ctx, c)
+	}
 	if err != nil {
 		panic(fmt.Sprintf("model: running hold's parent reconciler on %+v: %v", k, err))
 	}
@@ -193,7 +240,7 @@ func (h *realHold) Parent(p, s version, timedOut bool, deps []version) holdAnswe
 // Secret is whether hold's Secret reconciler leaves the hold on the Secret
 // after one pass over this input (p is the one parent naming it).
 func (h *realHold) Secret(p, s version, deps []version) bool {
-	k := key(p, s, false, deps)
+	k := key(p, s, htRunning, deps)
 	h.mu.Lock()
 	a, ok := h.secret[k]
 	h.mu.Unlock()
@@ -218,24 +265,23 @@ func (h *realHold) Secret(p, s version, deps []version) bool {
 }
 
 // Dependent is what a dependent's reconciler learns from the hold about a
-// parent it read at version p: Held (it may create) and
-// ShouldReleaseWithoutDelete (the hold is over).
-func (h *realHold) Dependent(p version, timedOut bool) (held, release bool) {
-	k := key(p, vNone, timedOut, nil)
+// parent it read at version p, whose hold stands at t: Held (it may
+// create) and ShouldReleaseWithoutDelete (the hold is over).
+func (h *realHold) Dependent(p version, t holdTime) (held, release bool) {
+	k := key(p, vNone, t, nil)
 	h.mu.Lock()
 	a, ok := h.dep[k]
 	h.mu.Unlock()
 	if ok {
 		return a[0], a[1]
 	}
-	hd, err := h.newHold(now(timedOut))
+	hd, err := h.newHold(now(t))
 	if err != nil {
 		panic(fmt.Sprintf("model: hold.New: %v", err))
 	}
 	var parent client.Object
 	if p.exists() {
-		parent = &corev1.Service{}
-		setMeta(parent, tableParent, p, hold.Finalizer)
+		parent = parentAt(p, t)
 	}
 	a = [2]bool{hd.Held(parent), hd.ShouldReleaseWithoutDelete(parent)}
 	h.mu.Lock()

@@ -8,18 +8,19 @@ import "testing"
 func TestTablesAreHolds(t *testing.T) {
 	h := theHold
 	for name, tc := range map[string]struct {
-		p, s     version
-		timedOut bool
-		deps     []version
-		want     holdAnswer
+		p, s version
+		at   holdTime
+		deps []version
+		want holdAnswer
 	}{
-		"alive parent with a dependent: held, Secret first": {vAlive, vAlive, false, []version{vAlive}, holdAnswer{PFin: true, SFin: true}},
-		"alive parent without dependents: never held":       {vAliveFin, vAliveFin, false, []version{vGone}, holdAnswer{PFin: false, SFin: true}},
-		"deleting, a dependent still cleaning up: held":     {vDeleting, vAliveFin, false, []version{vDeleting}, holdAnswer{PFin: true, SFin: true}},
-		"deleting, the dependent without its finalizer":     {vDeleting, vAliveFin, false, []version{vAlive}, holdAnswer{PFin: false, SFin: true}},
-		"deleting, hold timed out: released":                {vDeleting, vAliveFin, true, []version{vDeleting}, holdAnswer{PFin: false, SFin: true}},
+		"alive parent with a dependent: held, Secret first":  {vAlive, vAlive, htRunning, []version{vAlive}, holdAnswer{PFin: true, SFin: true}},
+		"alive parent without dependents: never held":        {vAliveFin, vAliveFin, htRunning, []version{vGone}, holdAnswer{PFin: false, SFin: true}},
+		"deleting, a dependent still cleaning up: held":      {vDeleting, vAliveFin, htRunning, []version{vDeleting}, holdAnswer{PFin: true, SFin: true, Started: true}},
+		"deleting, the dependent without its finalizer":      {vDeleting, vAliveFin, htRunning, []version{vAlive}, holdAnswer{PFin: false, SFin: true}},
+		"deleting, hold timed out: released":                 {vDeleting, vAliveFin, htOver, []version{vDeleting}, holdAnswer{PFin: false, SFin: true}},
+		"deleting, first look after an outage: held, starts": {vDeleting, vAliveFin, htUnstarted, []version{vDeleting}, holdAnswer{PFin: true, SFin: true, Started: true}},
 	} {
-		if got := h.Parent(tc.p, tc.s, tc.timedOut, tc.deps); got != tc.want {
+		if got := h.Parent(tc.p, tc.s, tc.at, tc.deps); got != tc.want {
 			t.Errorf("%s: parent reconciler leaves %+v, want %+v", name, got, tc.want)
 		}
 	}
@@ -31,16 +32,17 @@ func TestTablesAreHolds(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		p                   version
-		timedOut            bool
+		at                  holdTime
 		wantHeld, wantRelse bool
 	}{
-		"held parent":               {vAliveFin, false, true, false},
-		"parent not yet held":       {vAlive, false, false, false},
-		"deleting, within the hold": {vDeleting, false, false, false},
-		"deleting, hold timed out":  {vDeleting, true, false, true},
-		"parent gone":               {vGone, false, false, true},
+		"held parent":                                {vAliveFin, htRunning, true, false},
+		"parent not yet held":                        {vAlive, htRunning, false, false},
+		"deleting, within the hold":                  {vDeleting, htRunning, false, false},
+		"deleting, hold timed out":                   {vDeleting, htOver, false, true},
+		"deleting, hold not started after an outage": {vDeleting, htUnstarted, false, false},
+		"parent gone":                                {vGone, htRunning, false, true},
 	} {
-		held, release := h.Dependent(tc.p, tc.timedOut)
+		held, release := h.Dependent(tc.p, tc.at)
 		if held != tc.wantHeld || release != tc.wantRelse {
 			t.Errorf("%s: Held %v, release without delete %v; want %v, %v", name, held, release, tc.wantHeld, tc.wantRelse)
 		}

@@ -2,9 +2,12 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -401,4 +404,34 @@ func TestRestoreAdoptsTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.noLeaks()
+}
+
+// A NeedsAction answered by the dial (a token Secret without the token)
+// reaches the APIKey's Synced condition as the adapter wrote it: not
+// wrapped in the pool's dial error, whose key names the key service's
+// address (issue 25, item 10).
+func TestNeedsActionFromTheDialSaysOnlyTheAction(t *testing.T) {
+	w := start(t, controller.Options{})
+	ns := testenv.Namespace(t, w.c)
+	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys-token"}, StringData: map[string]string{"not-the-token": serviceToken}})
+	w.create(&v1alpha1.KeyServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"}, Spec: v1alpha1.KeyServerSpec{
+		URL: w.svc.URL, TokenSecretRef: v1alpha1.TokenSecretReference{Name: "keys-token"},
+	}})
+	k := apiKey(ns, "k")
+	w.create(k)
+	var got *metav1.Condition
+	w.waitFor("the APIKey to say TokenMissing", func(ctx context.Context) (bool, error) {
+		if err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k); err != nil {
+			return false, err
+		}
+		got = meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionSynced)
+		return got != nil && got.Reason == controller.ReasonTokenMissing, nil
+	})
+	want := fmt.Sprintf(controller.MessageTokenMissing, "keys-token", v1alpha1.DefaultTokenKey)
+	if diff := cmp.Diff(want, got.Message); diff != "" {
+		t.Errorf("Synced message (-want +got):\n%s", diff)
+	}
+	if u, err := url.Parse(w.svc.URL); err != nil || strings.Contains(got.Message, u.Host) {
+		t.Errorf("the message %q names the key service's address %s (%v)", got.Message, w.svc.URL, err)
+	}
 }

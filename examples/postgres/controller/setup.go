@@ -22,6 +22,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/sweep"
@@ -158,7 +159,17 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	}
 	op := &Operator{Pool: pool}
 	srvs := servers{r: mgr.GetCache(), policy: policy, trusted: trusted}
-	recorder := mgr.GetEventRecorder("finale-postgres")
+	var store *ledger.ConfigMapStore
+	rw := ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
+	if !o.Naive {
+		if store, err = ledger.NewConfigMapStore(rw, o.RecordsNamespace); err != nil {
+			return nil, err
+		}
+	}
+	recorder, err := newRecorder(mgr, store)
+	if err != nil {
+		return nil, err
+	}
 	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
 		return lifecycle.Options{
 			Finalizer: Finalizer, Scheme: scheme, Ledger: op.Ledger, Hold: op.Hold, Watchdog: op.Watchdog,
@@ -166,7 +177,6 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 			APIReader: mgr.GetAPIReader(),
 		}
 	}
-	var store *ledger.ConfigMapStore
 	if o.Naive {
 		// The naive build: the upstream pool, no record, no hold, no
 		// watchdog. Only for the comparisons.
@@ -182,10 +192,6 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 			Conditions: watchdog.StatusConditions{Reader: mgr.GetAPIReader(), Status: mgr.GetClient()},
 		})
 		if err := mgr.Add(op.Watchdog.Runnable(watchdog.DefaultCheckInterval, mgr.GetAPIReader())); err != nil {
-			return nil, err
-		}
-		rw := ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-		if store, err = ledger.NewConfigMapStore(rw, o.RecordsNamespace); err != nil {
 			return nil, err
 		}
 		key, err := ledger.LoadKey(context.Background(), rw, store.Namespace(), o.KeySecret)
@@ -277,6 +283,30 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, fmt.Errorf("server controller: %w", err)
 	}
 	return op, nil
+}
+
+// Redirected are the reasons of the Events that still go somewhere when
+// the namespace of their object is terminating (it refuses new Events):
+// to the records namespace, naming the object. The hold's release of a
+// Server and of a dependent, and a cleanup the watchdog sees stuck, are
+// what someone looking back at a namespace deletion needs; the rest
+// (Deleted, the conditions' transitions) is dropped, quietly.
+var Redirected = []string{hold.ReasonReleased, hold.ReasonReleasedWithoutDelete, watchdog.ReasonCleanupBlocked}
+
+// newRecorder is the one recorder of every component (the Server
+// controller, lifecycle, hold, watchdog, sweep), so that every Event goes
+// through the same guard against terminating namespaces (internal/eventrec).
+// It knows a terminating namespace from the manager's cache (Namespaces as
+// metadata); the naive build, without records, drops what it cannot send.
+func newRecorder(mgr ctrl.Manager, store *ledger.ConfigMapStore) (lifecycle.Recorder, error) {
+	if err := eventrec.Informer(context.Background(), mgr); err != nil {
+		return nil, err
+	}
+	o := eventrec.Options{Namespaces: mgr.GetCache(), Redirect: Redirected}
+	if store != nil {
+		o.Fallback = store.Namespace()
+	}
+	return eventrec.For(mgr, "finale-postgres", o)
 }
 
 func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder, classifier *errclass.Classifier) (*hold.Hold, error) {

@@ -186,10 +186,14 @@ func TestOperatorDownDuringNamespaceDeletion(t *testing.T) {
 	}
 }
 
-// Scenario 4: the operator is down past the hold timeout. The Server and
-// Secret are released, every Role is released without its drop (counted
-// and evented), the PostgreSQL roles are left for the sweeper, and the
-// cleanup finishes through another Server reaching the same PostgreSQL.
+// Scenario 4: the operator is down past the hold timeout, and meanwhile
+// the credentials stop working (the Secret's password changed). The hold
+// does not end on the operator's first look (it counts from there, issue
+// 25, item 6): the Server stays held, its hold marked started, the Roles
+// keep trying. Once the timeout has passed since, the Server and Secret
+// are released, every Role is released without its drop (counted and
+// evented), the PostgreSQL roles are left for the sweeper, and the cleanup
+// finishes through another Server reaching the same PostgreSQL.
 func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 	ctx := t.Context()
 	c := testenv.Client(t, testenv.Scheme())
@@ -199,13 +203,37 @@ func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 	f.waitReady(t, c, dependents)
 	op.stop()
 
+	var sec corev1.Secret
+	if err := c.Get(ctx, f.secret, &sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["password"] = []byte("not-the-password")
+	if err := c.Update(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
 	deleteNamespace(t, c, f.ns)
 	waitTerminatingAndPlainGone(t, c, f.ns)
-	clk.Step(hold.DefaultTimeout + time.Minute)
+	clk.Step(hold.DefaultTimeout + time.Minute) // the outage
 
 	before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
 	releasesBefore := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout)))
 	op = startOperator(t, operatorOptions{clock: clk})
+	err := controlplane.WaitFor(ctx, waitLong, "the hold on the Server to start counting", func(ctx context.Context) (bool, error) {
+		srv := newServer()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(f.server), srv); err != nil {
+			return false, err
+		}
+		_, ok := srv.GetAnnotations()[hold.AnnotationStarted]
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitHeld(t, c, true)
+	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != 0 {
+		t.Fatalf("%v Roles released without delete on the operator's first look after the outage, want 0", got)
+	}
+	clk.Step(hold.DefaultTimeout + time.Second)
 	waitNamespaceGone(t, c, f.ns, waitLong)
 
 	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != dependents {
