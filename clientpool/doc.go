@@ -111,8 +111,8 @@
 // blocked in the client runs on the caller's goroutine) frees it only
 // when the client's Close interrupts calls in flight, and a client whose
 // Close waits for its calls (a connection serialised by a mutex) would
-// hold the caller for ever. The goroutine and the hand-off cost about
-// 2 µs a call (BenchmarkDo), against a loopback gRPC call of about 100 µs;
+// hold the caller for ever. The goroutine and the hand-off cost 2 to
+// 3 µs a call (BenchmarkDo), against a loopback gRPC call of about 100 µs;
 // without CallTimeout fn runs inline, as before. The grace after the
 // bound lets a client that does honour its context return its own error
 // (and keep Do's "fn's error unchanged"); a twentieth keeps a bound of
