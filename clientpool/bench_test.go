@@ -38,6 +38,23 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	// A lease around the same empty call, as adopting code holds one.
+	b.Run("lease", func(b *testing.B) {
+		p := benchPool(b)
+		for b.Loop() {
+			if err := benchLease(ctx, p, noop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("lease-calltimeout", func(b *testing.B) {
+		p := benchPool(b, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = 1e9 })
+		for b.Loop() {
+			if err := benchLease(ctx, p, noop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// A caller deadline nearer than CallTimeout (a ReconciliationTimeout):
 	// the bound is computed from it.
 	b.Run("pool-calltimeout-caller-deadline", func(b *testing.B) {
@@ -75,6 +92,18 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	// The direct call with a timeout of its own, as code without the
+	// pool would bound it: the baseline of grpc-pool-calltimeout.
+	b.Run("grpc-direct-timeout", func(b *testing.B) {
+		for b.Loop() {
+			tctx, cancel := context.WithTimeout(ctx, 10e9)
+			err := call(tctx, conn)
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("grpc-pool", func(b *testing.B) {
 		for b.Loop() {
 			if err := gp.Do(ctx, key, call); err != nil {
@@ -82,6 +111,31 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	// With CallTimeout the call runs on a goroutine of its own, so that
+	// Do returns at the bound whatever the client does.
+	o.Name = "bench-grpc-calltimeout"
+	o.CallTimeout = 10e9
+	gpt, err := clientpool.New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = gpt.Close() })
+	b.Run("grpc-pool-calltimeout", func(b *testing.B) {
+		for b.Loop() {
+			if err := gpt.Do(ctx, key, call); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func benchLease(ctx context.Context, p *clientpool.Pool[string, *fakeClient], fn func(context.Context, *fakeClient) error) (err error) {
+	lease, err := p.Acquire(ctx, "k")
+	if err != nil {
+		return err
+	}
+	defer lease.Release(&err)
+	return fn(lease.Context(), lease.Client())
 }
 
 func BenchmarkDoParallel(b *testing.B) {
@@ -99,6 +153,16 @@ func BenchmarkDoParallel(b *testing.B) {
 	})
 	b.Run("pool", func(b *testing.B) {
 		p := benchPool(b)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := p.Do(ctx, "k", noop); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("pool-calltimeout", func(b *testing.B) {
+		p := benchPool(b, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = 1e9 })
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := p.Do(ctx, "k", noop); err != nil {

@@ -2,6 +2,7 @@ package clientpool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/clientpool"
@@ -56,6 +58,111 @@ func Example() {
 	// call on client 2
 	//  -> OK
 	// closed client 2
+}
+
+// deleteDeployment is an existing controller's helper: it takes the client
+// as the controller has always passed it down, and keeps its signature.
+func deleteDeployment(_ context.Context, c *conn, name string) error {
+	fmt.Printf("delete %s on client %d\n", name, c.id)
+	if c.id == 1 {
+		return status.Error(codes.Unavailable, "connection lost") // a poisoned client
+	}
+	return nil
+}
+
+// An existing controller adopts the pool only where it used to take a
+// client from its own cache: it takes a lease, passes the client down as
+// before, and one deferred Release applies the pool's policy to the
+// outcome. With CallTimeout, the lease's context ends at the bound, and a
+// guard closes the client if the helper is still stuck in it a grace
+// later.
+func Example_lease() {
+	dials := 0
+	p, err := clientpool.New(clientpool.Options[string, *conn]{
+		Name: "example-lease",
+		Dial: clientpool.DialFn[string, *conn](func(context.Context, string) (*conn, error) {
+			dials++
+			return &conn{id: dials}, nil
+		}),
+		Close:       clientpool.CloseFunc[*conn](func(c *conn) { fmt.Println("closed client", c.id) }),
+		CallTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+
+	// The controller's cleanup step: err is its named result, which
+	// Release reads (and may replace).
+	cleanup := func(ctx context.Context, tenant, name string) (err error) {
+		lease, err := p.Acquire(ctx, tenant)
+		if err != nil {
+			return err
+		}
+		defer lease.Release(&err)
+		return deleteDeployment(lease.Context(), lease.Client(), name)
+	}
+	ctx := context.Background()
+	fmt.Println(" ->", status.Code(cleanup(ctx, "tenant-a", "worker-1"))) // broken: evicted and closed
+	fmt.Println(" ->", status.Code(cleanup(ctx, "tenant-a", "worker-1"))) // a fresh dial
+	// Output:
+	// delete worker-1 on client 1
+	// closed client 1
+	//  -> Unavailable
+	// delete worker-1 on client 2
+	//  -> OK
+	// closed client 2
+}
+
+// certificate stands for the client certificate an mTLS dial uses.
+type certificate struct {
+	serial   int
+	notAfter time.Time
+}
+
+// The caller's own dial gets its arguments (here the certificate the
+// caller has just read from its Secret) without a context value, and says
+// when the client expires: the pool retires it at the certificate's
+// NotAfter, on its clock, and the next call dials with the renewed one.
+func ExamplePool_DoWith() {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	p, err := clientpool.New(clientpool.Options[string, *conn]{
+		Name:  "example-mtls",
+		Clock: clk,
+		Dial: clientpool.DialFn[string, *conn](func(context.Context, string) (*conn, error) {
+			return nil, errors.New("this pool's calls bring their certificate")
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	dialWith := func(cert certificate) clientpool.DialedFn[string, *conn] {
+		return func(_ context.Context, tenant string) (clientpool.Dialed[*conn], error) {
+			fmt.Println("dial", tenant, "with certificate", cert.serial)
+			return clientpool.Dialed[*conn]{Client: &conn{id: cert.serial}, NotAfter: cert.notAfter}, nil
+		}
+	}
+	call := func(cert certificate) {
+		err := p.DoWith(context.Background(), "tenant-a", dialWith(cert), func(_ context.Context, c *conn) error {
+			fmt.Println("call on client", c.id)
+			return nil
+		})
+		if err != nil {
+			fmt.Println(err)
+		}
+	}
+	first := certificate{serial: 1, notAfter: clk.Now().Add(24 * time.Hour)}
+	call(first)
+	call(first) // cached: no dial
+	clk.SetTime(first.notAfter)
+	call(certificate{serial: 2, notAfter: first.notAfter.Add(24 * time.Hour)})
+	// Output:
+	// dial tenant-a with certificate 1
+	// call on client 1
+	// call on client 1
+	// dial tenant-a with certificate 2
+	// call on client 2
 }
 
 // connection identifies a gRPC client: where it dials and which Secret

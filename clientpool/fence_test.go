@@ -243,3 +243,76 @@ func TestFenceBoundsDials(t *testing.T) {
 		t.Fatalf("the dial's deadline is %v from the fence, want the fence", d)
 	}
 }
+
+// The fence is checked again once the client is there, right before the
+// call: getting the client may have waited for a dial (up to DialTimeout),
+// during which the fence may pass. Item 7 of issue 25: before, fn ran after
+// the fence had passed and Do reported success. A renewal during the dial
+// lets the call go ahead.
+func TestFenceCheckedAgainAfterTheDial(t *testing.T) {
+	cases := map[string]struct {
+		during time.Duration // how far the fence moves during the dial; 0: it stays
+		step   time.Duration // clock step during the dial
+		want   bool          // the call ran
+	}{
+		"fence passes during the dial":   {step: 2 * time.Second},
+		"fence renewed during the dial":  {step: 2 * time.Second, during: time.Hour, want: true},
+		"fence holds through the dial":   {step: 500 * time.Millisecond, want: true},
+		"fence passes as the dial lands": {step: time.Second},
+	}
+	calls := map[string]func(*testing.T) func(*clientpool.Pool[string, *fakeClient], *bool) error{
+		"Do": func(t *testing.T) func(*clientpool.Pool[string, *fakeClient], *bool) error {
+			return func(p *clientpool.Pool[string, *fakeClient], ran *bool) error {
+				return p.Do(t.Context(), "k", func(context.Context, *fakeClient) error { *ran = true; return nil })
+			}
+		},
+		"lease": func(t *testing.T) func(*clientpool.Pool[string, *fakeClient], *bool) error {
+			return func(p *clientpool.Pool[string, *fakeClient], ran *bool) error {
+				return leased(t.Context(), p, "k", func(context.Context, *fakeClient) error { *ran = true; return nil })
+			}
+		},
+	}
+	for name, tc := range cases {
+		for via, call := range calls {
+			t.Run(name+" "+via, func(t *testing.T) {
+				ran, err := fenceDuringDial(t, tc.step, tc.during, call(t))
+				if ran != tc.want || (!tc.want && !errors.Is(err, clientpool.ErrFenced)) || (tc.want && err != nil) {
+					t.Fatalf("call ran = %v, error %v; want ran = %v, ErrFenced unless it ran", ran, err, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// fenceDuringDial runs call on a fenced pool (fence one second ahead)
+// whose first dial waits until the test has stepped the clock by step and
+// moved the fence by during (when set). It reports whether the call ran,
+// its error, and checks the dialled client was kept.
+func fenceDuringDial(t *testing.T, step, during time.Duration, call func(*clientpool.Pool[string, *fakeClient], *bool) error) (bool, error) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(fenceT0)
+	fence := &testFence{until: fenceT0.Add(time.Second)}
+	dialing, gate := make(chan struct{}), make(chan struct{})
+	f := &fakes{}
+	p := fencedPool(t, f, fence, clk, func(o *clientpool.Options[string, *fakeClient]) {
+		o.Dial = clientpool.DialFn[string, *fakeClient](func(ctx context.Context, key string) (*fakeClient, error) {
+			close(dialing)
+			<-gate // a slow dial that does not look at its context
+			return f.Dial(ctx, key)
+		})
+	})
+	var ran bool
+	errc := make(chan error, 1)
+	go func() { errc <- call(p, &ran) }()
+	<-dialing
+	clk.Step(step)
+	if during > 0 {
+		fence.set(fenceT0.Add(during))
+	}
+	close(gate)
+	err := <-errc
+	if p.Len() != 1 || f.dials.Load() != 1 {
+		t.Fatalf("cached %d clients after %d dials; want the dialled client kept", p.Len(), f.dials.Load())
+	}
+	return ran, err
+}

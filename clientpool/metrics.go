@@ -27,11 +27,11 @@ var (
 	}, []string{"pool", "result"})
 	evictionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_clientpool_evictions_total",
-		Help: "Clients dropped, by reason: the error class that evicted them, or MaxAge, IdleTimeout, Evict, PoolClosed, Replaced.",
+		Help: "Clients dropped, by reason: the error class that evicted them, or MaxAge, IdleTimeout, NotAfter, Evict, PoolClosed, Replaced.",
 	}, []string{"pool", "reason"})
 	callsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_clientpool_calls_total",
-		Help: "Calls through Do, by the error class of their result (OK for success).",
+		Help: "Calls through Do and leases, by the error class of their result (OK for success).",
 	}, []string{"pool", "class"})
 	closesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_clientpool_closes_total",
@@ -41,10 +41,14 @@ var (
 		Name: "finale_clientpool_fenced_total",
 		Help: "Calls and dials the fence refused to start or ended (the replica may no longer hold its lease).",
 	}, []string{"pool"})
+	abandonedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "finale_clientpool_abandoned_total",
+		Help: "Calls and leases still running a grace after their bound, given up on: the caller freed, the client evicted (by the policy) and closed. Each is also a Transport call.",
+	}, []string{"pool"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(clientsGauge, dialsTotal, evictionsTotal, callsTotal, closesTotal, fencedTotal)
+	crmetrics.Registry.MustRegister(clientsGauge, dialsTotal, evictionsTotal, callsTotal, closesTotal, fencedTotal, abandonedTotal)
 }
 
 // metrics holds the pool's series, resolved once at New: label lookups
@@ -55,6 +59,7 @@ type metrics struct {
 	closeOKs, closeErrors prometheus.Counter
 	callsOK               prometheus.Counter
 	fenced                prometheus.Counter
+	abandoned             prometheus.Counter
 	callsByClass          map[errclass.Class]prometheus.Counter // read-only after newMetrics
 	pool                  string
 	evictions             *prometheus.CounterVec
@@ -69,6 +74,7 @@ func newMetrics(pool string) metrics {
 		closeErrors:  closesTotal.WithLabelValues(pool, closeError),
 		callsOK:      callsTotal.WithLabelValues(pool, callOK),
 		fenced:       fencedTotal.WithLabelValues(pool),
+		abandoned:    abandonedTotal.WithLabelValues(pool),
 		callsByClass: map[errclass.Class]prometheus.Counter{},
 		pool:         pool,
 		evictions:    evictionsTotal,

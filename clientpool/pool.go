@@ -12,7 +12,7 @@ import (
 	"github.com/finale-dev/finale/errclass"
 )
 
-// ErrClosed is returned by Do after Close.
+// ErrClosed is returned by Do, Acquire and Put after Close.
 var ErrClosed = errors.New("clientpool: pool is closed")
 
 // ErrFenced is wrapped by Do's error when the pool's Fence has passed: the
@@ -45,6 +45,8 @@ const (
 	ReasonManual  = "Evict"
 	ReasonClosing = "PoolClosed"
 	ReasonReplace = "Replaced"
+	// ReasonNotAfter: the client reached the NotAfter its dial returned.
+	ReasonNotAfter = "NotAfter"
 )
 
 // DefaultDialTimeout bounds a dial when Options.DialTimeout is zero. The
@@ -112,9 +114,11 @@ type Options[K comparable, C any] struct {
 	// Name labels the pool's metrics, so several pools coexist. Default
 	// "default".
 	Name string
-	// Dial makes a client for a key. Required.
+	// Dial makes a client for a key. Required. A DialedFn also says when
+	// each client expires (Dialed.NotAfter).
 	Dial Dialer[K, C]
-	// Close releases a client; nil means clients need no closing.
+	// Close releases a client; nil means clients need no closing. CloseFn
+	// adapts a func(C) error, CloseFunc a func(C).
 	Close Closer[C]
 	// Policy decides eviction; nil is DefaultPolicy.
 	Policy Policy
@@ -128,13 +132,17 @@ type Options[K comparable, C any] struct {
 	MaxAge time.Duration
 	// IdleTimeout, when positive, retires a client unused that long.
 	IdleTimeout time.Duration
-	// CallTimeout, when positive, bounds each fn passed to Do. When it
-	// fires the error classifies as Transport and (by DefaultPolicy)
-	// evicts: this is what turns the seed incident's silent connection into
-	// a recovery. When the caller's own deadline is nearer than
-	// CallTimeout, the bound is nine tenths of the caller's remaining time
-	// instead, so that it still fires first: a caller deadline that fires
-	// first classifies as Canceled and would never evict (see callDeadline).
+	// CallTimeout, when positive, bounds each call (Do's fn, a Lease's
+	// hold). When it fires the error classifies as Transport and (by
+	// DefaultPolicy) evicts: this is what turns the seed incident's silent
+	// connection into a recovery. When the caller's own deadline is nearer
+	// than CallTimeout, the bound is nine tenths of the caller's remaining
+	// time instead, so that it still fires first: a caller deadline that
+	// fires first classifies as Canceled and would never evict (see
+	// callDeadline). A call that ignores its context and is still running
+	// a grace after the bound (a twentieth of the bound, at most a second)
+	// is abandoned: Do returns, the client is evicted and closed.
+	// Without CallTimeout, Do waits for fn however long it takes.
 	CallTimeout time.Duration
 	// DialTimeout bounds a dial; zero is DefaultDialTimeout.
 	DialTimeout time.Duration
@@ -145,15 +153,16 @@ type Options[K comparable, C any] struct {
 }
 
 // Pool caches clients by connection identity K and is the call site API for
-// them: every use goes through Do, so every error is classified and the
-// eviction policy applies everywhere, not only where someone remembered it.
+// them: every use goes through Do or a Lease, so every error is classified
+// and the eviction policy applies everywhere, not only where someone
+// remembered it.
 //
 // K must identify everything a client is bound to at dial time (endpoint,
 // namespace, auth mode, the name of the credential Secret), and nothing
 // secret: keys appear in error messages.
 type Pool[K comparable, C any] struct {
 	name        string
-	dial        Dialer[K, C]
+	dial        DialedFn[K, C]
 	closer      Closer[C]
 	policy      Policy
 	classifier  *errclass.Classifier
@@ -177,17 +186,23 @@ type Pool[K comparable, C any] struct {
 	lastSweep time.Time
 }
 
-// entry is one cached client. Every field but client and born is guarded by
-// the pool's mu.
+// entry is one cached client. Every field but client, born and notAfter is
+// guarded by the pool's mu.
 type entry[C any] struct {
 	client   C
 	born     time.Time
+	notAfter time.Time // zero: no expiry of its own
 	lastUsed time.Time
-	// refs counts calls running with this client.
+	// refs counts calls running with this client, abandoned ones included
+	// until they return.
 	refs int
-	// retired is set when the entry leaves the map; the client is closed
-	// when refs drops to zero after that, exactly once.
+	// retired is set when the entry leaves the map; nothing acquires it
+	// after that. The client is closed when refs drops to zero after that,
+	// or at once when a call on it is abandoned.
 	retired bool
+	// closed is set, under mu, by whichever path closes the client, before
+	// it does: the client is closed exactly once.
+	closed bool
 }
 
 // flight is one dial shared by every caller of the key that arrives while it
@@ -211,7 +226,7 @@ func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
 	}
 	p := &Pool[K, C]{
 		name:        o.Name,
-		dial:        o.Dial,
+		dial:        dialedOf(o.Dial),
 		closer:      o.Close,
 		policy:      o.Policy,
 		classifier:  o.Classifier,
@@ -250,75 +265,6 @@ func New[K comparable, C any](o Options[K, C]) (*Pool[K, C], error) {
 	p.m = newMetrics(p.name)
 	p.lastSweep = p.clock.Now()
 	return p, nil
-}
-
-// Do runs fn with the client for key, dialling it if needed, then
-// classifies fn's error with the context fn ran with and evicts the client
-// when the policy says so. fn's error is returned unchanged; a dial error is
-// wrapped with the pool name and key.
-//
-// With CallTimeout set, fn's context carries the pool's own bound, whose
-// cause is errclass.ErrCallTimeout: when the bound fires the error is
-// Transport (the client did not answer), and when the caller's context
-// ends first (a shutdown, a cancellation, a deadline too near to leave the
-// pool a bound of its own) it is Canceled and never evicts.
-//
-// With a Fence, Do refuses to start once the fence has passed and ends
-// fn's context at the fence (cause ErrFenced); an error of a call the
-// fence ended wraps ErrFenced and fn's error, and never evicts.
-//
-// fn must not keep c after it returns: once evicted, c is closed as soon as
-// the last call using it returns.
-func (p *Pool[K, C]) Do(ctx context.Context, key K, fn func(ctx context.Context, c C) error) error {
-	var until time.Time
-	if p.fence != nil {
-		if until = p.fence.Until(); !p.clock.Now().Before(until) {
-			p.m.fenced.Inc()
-			return fmt.Errorf("clientpool %s: %v: %w", p.name, key, ErrFenced)
-		}
-	}
-	e, err := p.acquire(ctx, key)
-	if err != nil {
-		return err
-	}
-	callCtx := ctx
-	if p.callTimeout > 0 {
-		callerDeadline, hasDeadline := ctx.Deadline()
-		// Real time, not the pool's clock: the bound is a context timer,
-		// which runs on real time, and it is compared with the caller's
-		// deadline, which is real time too.
-		if d, ok := callDeadline(time.Now(), p.callTimeout, callerDeadline, hasDeadline); ok {
-			var cancel context.CancelFunc
-			callCtx, cancel = context.WithDeadlineCause(ctx, d, errclass.ErrCallTimeout)
-			defer cancel()
-		}
-	}
-	if p.fence != nil {
-		// Outside the call's own bound, so that the bound is computed
-		// from the caller's time, not the fence's: a fence that ends a
-		// call is this replica stepping back (never evicts), while a
-		// bound fitted under it would read as a hung client.
-		var stop context.CancelFunc
-		callCtx, stop = p.fenced(callCtx, until)
-		defer stop()
-	}
-	// Released even if fn panics, so a panicking call cannot pin a client.
-	defer p.release(e)
-	err = fn(callCtx, e.client)
-	if err == nil {
-		p.m.callsOK.Inc()
-		return nil
-	}
-	if p.fence != nil && errors.Is(context.Cause(callCtx), ErrFenced) {
-		p.m.fenced.Inc()
-		return fmt.Errorf("clientpool %s: %v: %w: %w", p.name, key, ErrFenced, err)
-	}
-	class := p.classifier.Classify(callCtx, err)
-	p.m.call(class)
-	if p.policy.Evict(class, err) {
-		p.retire(key, e, string(class))
-	}
-	return err
 }
 
 // callerShare is the part of a caller's remaining time that a call may use
@@ -409,6 +355,33 @@ func (p *Pool[K, C]) Evict(key K) bool {
 	return p.retire(key, e, ReasonManual)
 }
 
+// Put makes c key's client, as if dialled now: the next call for key gets
+// it. A client key already had is retired (reason Replaced) and closed
+// once its calls return. From then on the pool owns c and closes it with
+// Options.Close. It is the supported way for a test to seed a client (a
+// fake, one on a faulty transport) and for code moving to the pool to hand
+// over clients it made itself. A dial of key already in flight replaces c
+// when it lands. After Close it returns ErrClosed and does not take c.
+func (p *Pool[K, C]) Put(key K, c C) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	now := p.clock.Now()
+	var replaced *entry[C]
+	if old, ok := p.entries[key]; ok && p.retireLocked(key, old, ReasonReplace) {
+		replaced = old
+	}
+	p.entries[key] = &entry[C]{client: c, born: now, lastUsed: now}
+	p.m.clients.Inc()
+	p.mu.Unlock()
+	if replaced != nil {
+		_ = p.closeClient(replaced.client) // counted in closes_total; a late close has no caller to tell
+	}
+	return nil
+}
+
 // Len is the number of cached clients.
 func (p *Pool[K, C]) Len() int {
 	p.mu.Lock()
@@ -416,9 +389,10 @@ func (p *Pool[K, C]) Len() int {
 	return len(p.entries)
 }
 
-// Sweep retires every client past MaxAge or IdleTimeout and returns how
-// many. Do sweeps by itself every half of the shorter of the two; call
-// Sweep from a ticker when keys can go unused for long.
+// Sweep retires every client past MaxAge, IdleTimeout or its NotAfter and
+// returns how many. Do sweeps by itself every half of the shorter of
+// MaxAge and IdleTimeout; call Sweep from a ticker when keys can go unused
+// for long.
 func (p *Pool[K, C]) Sweep() int {
 	p.mu.Lock()
 	closing := p.sweepLocked(p.clock.Now())
@@ -427,10 +401,10 @@ func (p *Pool[K, C]) Sweep() int {
 	return len(closing)
 }
 
-// Close retires every client and makes Do return ErrClosed. Idle clients are
-// closed before it returns (their close errors joined); clients in use are
-// closed when their calls return; dials in flight are closed when they
-// finish.
+// Close retires every client and makes Do and Acquire return ErrClosed.
+// Idle clients are closed before it returns (their close errors joined);
+// clients in use are closed when their calls return, or when a call on
+// them is abandoned; dials in flight are closed when they finish.
 func (p *Pool[K, C]) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -448,7 +422,9 @@ func (p *Pool[K, C]) Close() error {
 	return p.closeAll(closing)
 }
 
-func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
+// acquire returns key's client with a reference taken, dialling it with
+// dial (nil: Options.Dial) when there is none.
+func (p *Pool[K, C]) acquire(ctx context.Context, key K, dial DialedFn[K, C]) (*entry[C], error) {
 	for {
 		p.mu.Lock()
 		if p.closed {
@@ -466,6 +442,9 @@ func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
 			}
 		}
 		if e, ok := p.entries[key]; ok {
+			if now.IsZero() && !e.notAfter.IsZero() {
+				now = p.clock.Now()
+			}
 			if reason := p.expired(e, now); reason != "" {
 				if p.retireLocked(key, e, reason) {
 					closing = append(closing, e)
@@ -482,7 +461,10 @@ func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
 		if !ok {
 			f = &flight[C]{done: make(chan struct{})}
 			p.flights[key] = f
-			go p.runFlight(ctx, key, f)
+			if dial == nil {
+				dial = p.dial
+			}
+			go p.runFlight(ctx, key, f, dial)
 		}
 		p.mu.Unlock()
 		_ = p.closeAll(closing) // counted in closes_total; a late close has no caller to tell
@@ -507,22 +489,23 @@ func (p *Pool[K, C]) acquire(ctx context.Context, key K) (*entry[C], error) {
 	}
 }
 
-// runFlight dials once for every caller waiting on key. It runs detached
-// from the caller that started it (values kept, cancellation dropped) so
-// that one caller giving up does not fail the others; DialTimeout bounds it.
-func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C]) {
+// runFlight dials once for every caller waiting on key, with the dial of
+// the caller that started it. It runs detached from that caller (values
+// kept, cancellation dropped) so that one caller giving up does not fail
+// the others; DialTimeout bounds it.
+func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C], dial DialedFn[K, C]) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.dialTimeout)
 	defer cancel()
-	var c C
+	var d Dialed[C]
 	var err error
 	if p.fence == nil {
-		c, err = p.dial.Dial(dctx, key)
+		d, err = dial(dctx, key)
 	} else if until := p.fence.Until(); !p.clock.Now().Before(until) {
 		p.m.fenced.Inc()
 		err = ErrFenced
 	} else {
 		fctx, stop := p.fenced(dctx, until)
-		c, err = p.dial.Dial(fctx, key)
+		d, err = dial(fctx, key)
 		if err != nil && errors.Is(context.Cause(fctx), ErrFenced) {
 			p.m.fenced.Inc()
 			err = fmt.Errorf("%w: %w", ErrFenced, err)
@@ -532,27 +515,35 @@ func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C]) {
 
 	p.mu.Lock()
 	delete(p.flights, key)
+	now := p.clock.Now()
 	switch {
 	case errors.Is(err, ErrFenced):
-		f.err = fmt.Errorf("clientpool %s: dial %v: %w", p.name, key, err)
+		f.err = &DialError{Pool: p.name, Key: key, Err: err}
 		p.mu.Unlock()
 	case err != nil:
 		p.m.dialErrors.Inc()
-		f.err = fmt.Errorf("clientpool %s: dial %v: %w", p.name, key, err)
+		f.err = &DialError{Pool: p.name, Key: key, Err: err}
 		p.mu.Unlock()
 	case p.closed:
 		p.m.dialOKs.Inc()
 		f.err = ErrClosed
 		p.mu.Unlock()
-		_ = p.closeClient(c) // counted in closes_total; a late close has no caller to tell
+		_ = p.closeClient(d.Client) // counted in closes_total; a late close has no caller to tell
+	case !d.NotAfter.IsZero() && !now.Before(d.NotAfter):
+		// Cached, it would be retired at its first use and dialled again
+		// at once, round and round: the dial failed.
+		p.m.dialErrors.Inc()
+		f.err = &DialError{Pool: p.name, Key: key, Err: fmt.Errorf(msgExpiredAtDial, d.NotAfter, now)}
+		p.mu.Unlock()
+		_ = p.closeClient(d.Client) // counted in closes_total; a late close has no caller to tell
 	default:
 		p.m.dialOKs.Inc()
-		now := p.clock.Now()
-		f.e = &entry[C]{client: c, born: now, lastUsed: now}
+		f.e = &entry[C]{client: d.Client, born: now, notAfter: d.NotAfter, lastUsed: now}
 		var replaced *entry[C]
 		if old, ok := p.entries[key]; ok && p.retireLocked(key, old, ReasonReplace) {
-			// Flights are exclusive per key, so Do never gets here; the
-			// branch exists so that no path can overwrite a client unclosed.
+			// Flights are exclusive per key, so only a Put during the dial
+			// gets here; the branch exists so that no path can overwrite a
+			// client unclosed.
 			replaced = old
 		}
 		p.entries[key] = f.e
@@ -565,8 +556,12 @@ func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C]) {
 	close(f.done)
 }
 
+// expired says why e must not be used at now, or "". now is zero when no
+// expiry is set (the clock was not read).
 func (p *Pool[K, C]) expired(e *entry[C], now time.Time) string {
 	switch {
+	case !e.notAfter.IsZero() && !now.Before(e.notAfter):
+		return ReasonNotAfter
 	case p.maxAge > 0 && now.Sub(e.born) >= p.maxAge:
 		return ReasonMaxAge
 	case p.idle > 0 && e.refs == 0 && now.Sub(e.lastUsed) >= p.idle:
@@ -605,7 +600,8 @@ func (p *Pool[K, C]) retire(key K, e *entry[C], reason string) bool {
 }
 
 // retireLocked takes e out of the map and reports whether the caller must
-// close it now (no call is using it). Otherwise the last release closes it.
+// close it now (no call is using it; it is then marked closed). Otherwise
+// the last release closes it, or an abandoned call's abandon.
 func (p *Pool[K, C]) retireLocked(key K, e *entry[C], reason string) bool {
 	if e.retired {
 		return false
@@ -616,13 +612,43 @@ func (p *Pool[K, C]) retireLocked(key K, e *entry[C], reason string) bool {
 	}
 	p.m.clients.Dec()
 	p.m.evictions.WithLabelValues(p.name, reason).Inc()
-	return e.refs == 0
+	if e.refs > 0 || e.closed {
+		return false
+	}
+	e.closed = true
+	return true
+}
+
+// abandon is what an abandoned call does to its client: evict it when the
+// policy says so (evict) and it is still key's client, and close it at
+// once, although the abandoned call still holds it, whenever it is out of
+// the pool: that call is hung in the client, and closing the client is
+// what usually unblocks it. Other calls on the client, if any, fail. The
+// close runs on its own goroutine: a client whose Close waits for its
+// calls (a connection serialised by a mutex) must not hold the caller the
+// bound has just freed.
+func (p *Pool[K, C]) abandon(key K, e *entry[C], evict bool) {
+	p.mu.Lock()
+	if evict && p.entries[key] == e {
+		p.retireLocked(key, e, string(errclass.Transport))
+	}
+	closeNow := e.retired && !e.closed
+	if closeNow {
+		e.closed = true
+	}
+	p.mu.Unlock()
+	if closeNow {
+		go func() { _ = p.closeClient(e.client) }() // counted in closes_total; a late close has no caller to tell
+	}
 }
 
 func (p *Pool[K, C]) release(e *entry[C]) {
 	p.mu.Lock()
 	e.refs--
-	closeNow := e.retired && e.refs == 0
+	closeNow := e.retired && e.refs == 0 && !e.closed
+	if closeNow {
+		e.closed = true
+	}
 	p.mu.Unlock()
 	if closeNow {
 		_ = p.closeClient(e.client) // counted in closes_total; a late close has no caller to tell

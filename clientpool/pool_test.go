@@ -27,6 +27,9 @@ import (
 type fakeClient struct {
 	id     int64
 	closed atomic.Int32
+	// gone, when set, is closed by the first close: a call that ignores
+	// its context waits on it, as a read on a connection does.
+	gone chan struct{}
 }
 
 // fakes dials fakeClients and records every dial and close.
@@ -53,7 +56,7 @@ func (f *fakes) Dial(ctx context.Context, key string) (*fakeClient, error) {
 	if f.failFor.Add(-1) >= 0 {
 		return nil, errDialRefused
 	}
-	c := &fakeClient{id: n}
+	c := &fakeClient{id: n, gone: make(chan struct{})}
 	f.mu.Lock()
 	f.all = append(f.all, c)
 	f.mu.Unlock()
@@ -61,7 +64,9 @@ func (f *fakes) Dial(ctx context.Context, key string) (*fakeClient, error) {
 }
 
 func (f *fakes) Close(c *fakeClient) error {
-	c.closed.Add(1)
+	if c.closed.Add(1) == 1 && c.gone != nil {
+		close(c.gone)
+	}
 	return nil
 }
 
