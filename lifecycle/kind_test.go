@@ -185,7 +185,9 @@ func TestSweepTargetsWithAdapterFuncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	adapter := lifecycle.AdapterFuncs[*Widget, string, *Conn]{
-		ProveFn: func(context.Context, *Conn, ledger.Question) (ledger.Answer, error) { return ledger.Answer{Deployment: "d"}, nil },
+		ProveFn: func(context.Context, *Conn, ledger.Question) (ledger.Answer, error) {
+			return ledger.Answer{Deployment: "d"}, nil
+		},
 	}
 	newReconciler := func(a lifecycle.AdapterFuncs[*Widget, string, *Conn]) *lifecycle.Reconciler[*Widget, string, *Conn] {
 		r, err := lifecycle.New(c, func() *Widget { return &Widget{} }, a, pool, lifecycle.Options{
