@@ -104,6 +104,18 @@
 //
 // # Decisions
 //
+//   - Setup lives here rather than in a package of its own: an adopter
+//     imports one package for the adapter's types and for the wiring. A
+//     Kind is one struct literal, the shared fields on the first kind,
+//     so that the common case (one kind) is one literal; kinds on the same
+//     parent are given to the same call because one hold per parent kind
+//     must know every dependent kind when it is built. The parent and
+//     managed objects are made from the type parameters, and the
+//     finalizer from the API group, so that no field repeats what a type
+//     already says.
+//   - The hold's default access check is a proof without enrolment, not a
+//     ping: it goes through the pool and the adapter exactly as the
+//     deletions it protects will, and creates nothing.
 //   - Status is found by convention, checked once in New, so that an
 //     adapter is only the external service's verbs.
 //   - The record's external IDs are written once the create answers (one
