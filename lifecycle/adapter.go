@@ -105,15 +105,43 @@ type Authenticator[K comparable] interface {
 }
 
 // AdapterFuncs adapts functions to Adapter. It implements Declarer too:
-// with DeclareIDFn nil it declares nothing.
+// with DeclareIDFn nil it declares nothing. It implements ParentConnector
+// when ConnectParentFn is set (SweepTargets and Setup check that it is).
 type AdapterFuncs[O client.Object, K comparable, C any] struct {
-	ConnectFn   func(ctx context.Context, obj O) (Connection[K], error)
-	ProveFn     func(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error)
-	ObserveFn   func(ctx context.Context, c C, obj O, tag string) (Observation, error)
-	CreateFn    func(ctx context.Context, c C, obj O, tag string) (string, error)
-	UpdateFn    func(ctx context.Context, c C, obj O, id, tag string) error
-	DeleteFn    func(ctx context.Context, c C, id, tag string) error
-	DeclareIDFn func(obj O, tag string) (string, bool)
+	ConnectFn       func(ctx context.Context, obj O) (Connection[K], error)
+	ProveFn         func(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error)
+	ObserveFn       func(ctx context.Context, c C, obj O, tag string) (Observation, error)
+	CreateFn        func(ctx context.Context, c C, obj O, tag string) (string, error)
+	UpdateFn        func(ctx context.Context, c C, obj O, id, tag string) error
+	DeleteFn        func(ctx context.Context, c C, id, tag string) error
+	DeclareIDFn     func(obj O, tag string) (string, bool)
+	ConnectParentFn func(ctx context.Context, parent client.Object) (K, error)
+}
+
+// errNoConnectParent is what ConnectParent of AdapterFuncs without
+// ConnectParentFn returns; configuration checks refuse such an adapter
+// before it can be called.
+var errNoConnectParent = errors.New("lifecycle: AdapterFuncs.ConnectParentFn is nil")
+
+// ConnectParent calls ConnectParentFn.
+func (f AdapterFuncs[O, K, C]) ConnectParent(ctx context.Context, parent client.Object) (K, error) {
+	if f.ConnectParentFn == nil {
+		var zero K
+		return zero, errNoConnectParent
+	}
+	return f.ConnectParentFn(ctx, parent)
+}
+
+// connectsParent reports whether ConnectParent has a function to call.
+func (f AdapterFuncs[O, K, C]) connectsParent() bool { return f.ConnectParentFn != nil }
+
+// parentConnector returns a's ParentConnector, if it has a working one.
+func parentConnector[K comparable](a any) (ParentConnector[K], bool) {
+	pc, ok := a.(ParentConnector[K])
+	if f, optional := a.(interface{ connectsParent() bool }); optional && !f.connectsParent() {
+		return nil, false
+	}
+	return pc, ok
 }
 
 // DeclareID calls DeclareIDFn; false when it is nil.

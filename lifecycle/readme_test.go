@@ -8,67 +8,28 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/finale-dev/finale/clientpool"
-	"github.com/finale-dev/finale/hold"
-	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
-	"github.com/finale-dev/finale/sweep"
-	"github.com/finale-dev/finale/watchdog"
 )
 
 // The wiring of one kind with every guarantee, as the README shows it (the
-// README's snippet is this function's body between the markers, and
-// TestReadmeSnippet keeps the two the same). Widget is the managed kind, a
-// ConfigMap its connection object ("parent") naming a credential Secret.
+// README's snippet is this function's body between the markers:
+// TestReadmeSnippet keeps the two the same, TestWiringSize its size).
+// Widget is the managed kind, a ConfigMap its connection object ("parent")
+// naming a credential Secret; the adapter also implements ConnectParent.
 func Example_wiring() {
-	wire := func(mgr ctrl.Manager, adapter lifecycle.Adapter[*Widget, string, *Conn], pool *clientpool.Pool[string, *Conn]) error {
+	wire := func(ctx context.Context, mgr ctrl.Manager, adapter lifecycle.Adapter[*Widget, string, *Conn], dial func(context.Context, string) (*Conn, error)) error {
 		// README:begin
-		ctx, ns := context.Background(), os.Getenv(ledger.NamespaceEnv) // the operator's namespace
-		rw := ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-		store, err := ledger.NewConfigMapStore(rw, ns)
-		if err != nil {
-			return err
-		}
-		key, err := ledger.LoadKey(ctx, rw, ns, "") // created on first start
-		if err != nil {
-			return err
-		}
-		records, err := ledger.New(store, ledger.Options{Key: key}) // G2: record before create
-		if err != nil {
-			return err
-		}
-		parents, err := hold.New(hold.Config{ // G2: parent and Secret held
-			Parent: &corev1.ConfigMap{}, Scheme: mgr.GetScheme(),
-			SecretName: func(p client.Object) string { return p.(*corev1.ConfigMap).Data["secret"] },
-			Dependents: []hold.Dependent{{Object: &Widget{}, CleanupFinalizer: "example.com/cleanup",
-				ParentName: func(o client.Object) string { return o.(*Widget).Spec.Parent }}},
+		// G1: every call through a pool of Dial's clients, bounded, a broken client evicted;
+		// a stuck deletion evented and in CleanupBlocked. G2: a record before every create,
+		// the parent and its Secret held while Widgets need them, a sweeper for what escapes.
+		_, err := lifecycle.Setup(ctx, mgr, lifecycle.Kind[*Widget, *corev1.ConfigMap, string, *Conn]{
+			Adapter:    adapter, // the service's verbs (and ConnectParent, for the sweeper)
+			Dial:       dial,
+			ParentName: func(w *Widget) string { return w.Spec.Parent },
+			SecretName: func(p *corev1.ConfigMap) string { return p.Data["secret"] },
 		})
-		if err != nil {
-			return err
-		}
-		r, err := lifecycle.New(mgr.GetClient(), func() *Widget { return &Widget{} }, adapter, pool, lifecycle.Options{
-			Finalizer: "example.com/cleanup", Scheme: mgr.GetScheme(), APIReader: mgr.GetAPIReader(),
-			Ledger: records, Hold: parents,
-			Watchdog: watchdog.New(watchdog.Options{Scheme: mgr.GetScheme()}), // G1: stuck deletions visible
-		})
-		if err != nil {
-			return err
-		}
-		if err := r.SetupWithManager(mgr, lifecycle.SetupOptions{}); err != nil { // the kind, its parent, the Secret
-			return err
-		}
-		targets, err := r.SweepTargets(nil) // the record's own parent only; no admin-designated ones
-		if err != nil {
-			return err
-		}
-		sweeper, err := sweep.New(sweep.Options{Ledger: records, Owners: mgr.GetCache(), Live: mgr.GetAPIReader(),
-			Targets: sweep.ByKind{"Widget": targets}})
-		if err != nil {
-			return err
-		}
-		return mgr.Add(sweeper) // runs on the leader only
+		return err
 		// README:end
 	}
 	_ = wire

@@ -97,7 +97,10 @@ type Options struct {
 	Skip Guarantee
 	// Recorder gets Events. nil: no Events.
 	Recorder Recorder
-	// Classifier names error classes in messages; nil is errclass.Default.
+	// Classifier names error classes in messages and decides which Delete
+	// errors mean the resource is gone. nil is the pool's when the pool
+	// tells it (*clientpool.Pool.Classifier), else errclass.Default; one
+	// that differs from the pool's is refused: give it once, to the pool.
 	Classifier *errclass.Classifier
 	// APIReader reads live (uncached) right before a create or an
 	// adoption, to confirm the object still exists, carries the finalizer
@@ -186,8 +189,8 @@ func New[O client.Object, K comparable, C any](c Client, newObj func() O, a Adap
 	default:
 		return nil, fmt.Errorf("%w: Options.DefaultPolicy %q: use %q or %q", ErrConfig, o.DefaultPolicy, PolicyDelete, PolicyRetain)
 	}
-	if o.Classifier == nil {
-		o.Classifier = errclass.Default
+	if o.Classifier, err = classifierFor(p, o.Classifier); err != nil {
+		return nil, err
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -189,23 +189,28 @@ type Designated func(ctx context.Context) ([]client.Object, error)
 // recorded UID; then designated ones (nil: none). Never any other
 // connection, however well it proves the deployment: a tenant's connection
 // to a copy of the deployment proves it too. It needs the adapter's
-// ParentConnector and the Hold (for the parent kind). Each connection's
-// Authentication is the adapter's Authenticator's word on its key; an
-// adapter without one offers only unauthenticated connections, which the
-// sweeper never uses.
+// ParentConnector (AdapterFuncs: ConnectParentFn) and the Hold (for the
+// parent kind). Each connection's Authentication is the adapter's
+// Authenticator's word on its key; an adapter without one offers only
+// unauthenticated connections, which the sweeper never uses.
 func (r *Reconciler[O, K, C]) SweepTargets(designated Designated) (sweep.Targets, error) {
-	pc, ok := r.adapter.(ParentConnector[K])
-	if !ok {
-		return nil, fmt.Errorf("%w: SweepTargets needs an adapter that implements ParentConnector", ErrConfig)
-	}
 	if r.o.Hold == nil {
 		return nil, fmt.Errorf("%w: SweepTargets needs the Hold, which names the parent kind", ErrConfig)
+	}
+	return r.sweepTargets(designated, r.o.Hold.Parent)
+}
+
+// sweepTargets is SweepTargets with the parent kind made by newParent.
+func (r *Reconciler[O, K, C]) sweepTargets(designated Designated, newParent func() client.Object) (sweep.Targets, error) {
+	pc, ok := parentConnector[K](r.adapter)
+	if !ok {
+		return nil, fmt.Errorf("%w: sweeping needs an adapter that implements ParentConnector (ConnectParent; with AdapterFuncs, ConnectParentFn): the sweeper has only the parent to connect from", ErrConfig)
 	}
 	return sweep.TargetsFn(func(ctx context.Context, rec *ledger.Record) ([]sweep.Candidate, error) {
 		var out []sweep.Candidate
 		seen := map[types.UID]bool{}
 		if v := rec.Via; v != nil {
-			p := r.o.Hold.Parent()
+			p := newParent()
 			err := r.o.APIReader.Get(ctx, client.ObjectKey{Namespace: v.Namespace, Name: v.Name}, p)
 			switch {
 			case apierrors.IsNotFound(err):

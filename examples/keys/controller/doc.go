@@ -1,8 +1,10 @@
 // Package controller is the operator of finale's second worked example:
 // APIKeys in the key service of examples/keys/service, reached through
 // KeyServers, written on lifecycle as a user of finale would write it.
-// Setup wires everything into a manager: the pool, the ledger (and the
-// operator key, ledger.LoadKey), the hold, the watchdog and the sweeper.
+// Setup wires everything into a manager with one call of lifecycle.Setup:
+// the pool, the ledger (and the operator key, ledger.LoadKey), the hold
+// (its access checked by a proof through the pool), the watchdog (its
+// CleanupBlocked condition on APIKeys) and the sweeper.
 //
 // # The adapter
 //

@@ -30,10 +30,12 @@ import (
 	"github.com/finale-dev/finale/examples/keys/config/crd"
 	"github.com/finale-dev/finale/examples/keys/controller"
 	"github.com/finale-dev/finale/examples/keys/service"
+	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/testenv"
+	"github.com/finale-dev/finale/watchdog"
 )
 
 var env *testenv.Env
@@ -127,11 +129,14 @@ func (w *world) swap(dir, ids string) {
 
 // keyServer creates, in ns, the token Secret and a KeyServer named "keys"
 // pointing at the service.
-func (w *world) keyServer(ns string) {
+func (w *world) keyServer(ns string) { w.keyServerAt(ns, w.svc.URL) }
+
+// keyServerAt is keyServer with the service at url.
+func (w *world) keyServerAt(ns, url string) {
 	w.t.Helper()
 	w.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys-token"}, StringData: map[string]string{"token": serviceToken + "\n"}})
 	w.create(&v1alpha1.KeyServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"}, Spec: v1alpha1.KeyServerSpec{
-		URL: w.svc.URL, TokenSecretRef: v1alpha1.TokenSecretReference{Name: "keys-token"},
+		URL: url, TokenSecretRef: v1alpha1.TokenSecretReference{Name: "keys-token"},
 	}})
 }
 
@@ -434,4 +439,50 @@ func TestNeedsActionFromTheDialSaysOnlyTheAction(t *testing.T) {
 	if u, err := url.Parse(w.svc.URL); err != nil || strings.Contains(got.Message, u.Host) {
 		t.Errorf("the message %q names the key service's address %s (%v)", got.Message, w.svc.URL, err)
 	}
+}
+
+// A key service that stops answering (established connections frozen, new
+// ones refused) while an APIKey is deleted: past the watchdog's threshold
+// the deletion is reported blocked, in the APIKey's CleanupBlocked
+// condition, which lifecycle.Setup wires (the README's hand wiring used to
+// leave it out). Once the service answers again the deletion finishes and
+// nothing is left.
+func TestFrozenServiceMakesCleanupBlocked(t *testing.T) {
+	w := &world{t: t, c: env.Client, sys: testenv.Namespace(t, env.Client), dir: t.TempDir(), ids: t.TempDir()}
+	w.svc = w.serve("", w.dir, w.ids)
+	proxy, err := faultinject.NewProxy(w.svc.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	w.run(controller.Options{CallTimeout: time.Second, BlockedAfter: time.Second})
+	ns := testenv.Namespace(t, w.c)
+	w.keyServerAt(ns, "http://"+proxy.Addr())
+	k := apiKey(ns, "k")
+	w.create(k)
+	w.ready(k)
+
+	proxy.Refuse(true)
+	proxy.Freeze()
+	if err := w.c.Delete(t.Context(), k); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the APIKey's CleanupBlocked condition", func(ctx context.Context) (bool, error) {
+		if err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(k.Status.Conditions, watchdog.ConditionType)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == watchdog.ReasonCleanupBlocked, nil
+	})
+	if got := len(w.svc.Keys()); got != 1 {
+		t.Fatalf("the service holds %d keys while the deletion is blocked, want 1", got)
+	}
+
+	proxy.Refuse(false)
+	proxy.Thaw()
+	w.waitFor("the APIKey to be gone", func(ctx context.Context) (bool, error) {
+		err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	w.noLeaks()
 }

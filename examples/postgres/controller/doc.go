@@ -1,7 +1,9 @@
 // Package controller is the reference PostgreSQL operator's reconcilers,
 // built on lifecycle: Server (a connection, with a credential Secret; the
-// parent of the hold), Role and Database (its dependents). Setup wires them,
-// with the pool, the ledger, the hold and the watchdog, into a manager.
+// parent of the hold), Role and Database (its dependents). Setup wires Role
+// and Database with one call of lifecycle.Setup (one pool, ledger, hold,
+// watchdog and sweeper for both; the Server is their connection object),
+// then the Server's own controller, into a manager.
 //
 // # What it guarantees
 //
@@ -30,8 +32,9 @@
 //     retried; sessions are never terminated and nothing is reassigned.
 //   - A Server and its Secret are held (hold.Finalizer) while Roles or
 //     Databases still carry their cleanup finalizer, so a namespace deletion
-//     drops everything before the connection goes; access is re-checked (a
-//     round trip) on every pass of the hold.
+//     drops everything before the connection goes; access is re-checked on
+//     every pass of the hold, by a proof through the pool (the Role
+//     adapter's Prove, without enrolment: one query).
 //   - What the hold could not finish (its timeout passed) keeps its record;
 //     the sweeper drops it through the record's own Server or one an admin
 //     designated, if that Server proves the record's deployment and its

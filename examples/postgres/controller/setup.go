@@ -3,16 +3,15 @@ package controller
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,7 +21,6 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/hold"
-	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/sweep"
@@ -157,53 +155,16 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Pool: pool}
 	srvs := servers{r: mgr.GetCache(), policy: policy, trusted: trusted}
-	var store *ledger.ConfigMapStore
-	rw := ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-	if !o.Naive {
-		if store, err = ledger.NewConfigMapStore(rw, o.RecordsNamespace); err != nil {
-			return nil, err
-		}
-	}
-	recorder, err := newRecorder(mgr, store)
-	if err != nil {
-		return nil, err
-	}
-	lopts := func(p lifecycle.DeletionPolicy) lifecycle.Options {
-		return lifecycle.Options{
-			Finalizer: Finalizer, Scheme: scheme, Ledger: op.Ledger, Hold: op.Hold, Watchdog: op.Watchdog,
-			Recorder: recorder, Classifier: classifier, Clock: o.Clock, DefaultPolicy: p, RetryInterval: o.RetryInterval,
-			APIReader: mgr.GetAPIReader(),
-		}
-	}
+	var skip lifecycle.Guarantee
 	if o.Naive {
 		// The naive build: the upstream pool, no record, no hold, no
 		// watchdog. Only for the comparisons.
-		lo := lopts
-		lopts = func(p lifecycle.DeletionPolicy) lifecycle.Options {
-			opts := lo(p)
-			opts.Skip = lifecycle.Unprotected
-			return opts
-		}
-	} else {
-		op.Watchdog = watchdog.New(watchdog.Options{
-			Clock: o.Clock, Recorder: recorder, Classifier: classifier, Scheme: scheme,
-			Conditions: watchdog.StatusConditions{Reader: mgr.GetAPIReader(), Status: mgr.GetClient()},
-		})
-		if err := mgr.Add(op.Watchdog.Runnable(watchdog.DefaultCheckInterval, mgr.GetAPIReader())); err != nil {
-			return nil, err
-		}
-		key, err := ledger.LoadKey(context.Background(), rw, store.Namespace(), o.KeySecret)
-		if err != nil {
-			return nil, err
-		}
-		if op.Ledger, err = ledger.New(store, ledger.Options{Key: key, Clock: o.Clock, Classifier: classifier}); err != nil {
-			return nil, err
-		}
-		if op.Hold, err = newHold(scheme, srvs, pool, o, recorder, classifier); err != nil {
-			return nil, err
-		}
+		skip = lifecycle.Unprotected
+	}
+	records := o.RecordsNamespace
+	if records == "" {
+		records = os.Getenv(ledger.NamespaceEnv)
 	}
 	setup := func(name string) lifecycle.SetupOptions {
 		so := lifecycle.SetupOptions{Name: name, Workers: o.Workers, SkipNameValidation: o.SkipNameValidation, RateLimiter: o.RateLimiter}
@@ -224,46 +185,37 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		// that wraps the kind's own watch (no For) cannot use.
 		return b.Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(scheme, mgr.GetRESTMapper(), &v1alpha1.Role{}, handler.OnlyControllerOwner()), builder.OnlyMetadata)
 	}
-	if op.Roles, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Role { return &v1alpha1.Role{} },
+	// One call wires both kinds on the Server: one pool, ledger, hold (on
+	// the Server and its credential Secret, its access checked by a proof
+	// through the pool on every pass), watchdog and sweeper.
+	parts, err := lifecycle.Setup(context.Background(), mgr, lifecycle.Kind[*v1alpha1.Role, *v1alpha1.Server, Key, *Conn]{
 		// Password Secrets are read live, never through the cache: a
 		// cached read would make the manager hold every Secret's data.
-		roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}}, pool, lopts(lifecycle.PolicyDelete)); err != nil {
+		Adapter:    roleAdapter{servers: srvs, passwords: passwords{r: mgr.GetAPIReader(), live: mgr.GetAPIReader(), w: mgr.GetClient(), scheme: scheme}},
+		Pool:       pool,
+		ParentName: func(r *v1alpha1.Role) string { return r.Spec.ServerRef.Name },
+		SecretName: func(s *v1alpha1.Server) string { return s.Spec.CredentialsSecretRef.Name },
+		Options:    lifecycle.Options{Finalizer: Finalizer, RetryInterval: o.RetryInterval, Skip: skip},
+		Controller: roleSetup,
+		Clock:      o.Clock, RecordsNamespace: records, KeySecret: o.KeySecret, EventSource: "finale-postgres", WatchNamespaces: true,
+		HoldOptions:  hold.Config{Timeout: o.HoldTimeout},
+		SweepOptions: sweep.Options{Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval},
+		Designated:   designated(mgr.GetClient(), records, o.SweepServers),
+	}, lifecycle.Kind[*v1alpha1.Database, *v1alpha1.Server, Key, *Conn]{
+		Adapter:    databaseAdapter{servers: srvs},
+		ParentName: func(d *v1alpha1.Database) string { return d.Spec.ServerRef.Name },
+		// Data safety: a Database without a policy is retained (the API
+		// defaults it to Retain too).
+		Options:    lifecycle.Options{Finalizer: Finalizer, RetryInterval: o.RetryInterval, Skip: skip, DefaultPolicy: lifecycle.PolicyRetain},
+		Controller: setup(ControllerDatabase),
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := op.Roles.SetupWithManager(mgr, roleSetup); err != nil {
-		return nil, err
-	}
-	// Data safety: a Database without a policy is retained (the API
-	// defaults it to Retain too).
-	if op.Databases, err = lifecycle.New(mgr.GetClient(), func() *v1alpha1.Database { return &v1alpha1.Database{} },
-		databaseAdapter{servers: srvs}, pool, lopts(lifecycle.PolicyRetain)); err != nil {
-		return nil, err
-	}
-	if err := op.Databases.SetupWithManager(mgr, setup(ControllerDatabase)); err != nil {
-		return nil, err
-	}
-	if !o.Naive {
-		sweepers := designated(mgr.GetClient(), store.Namespace(), o.SweepServers)
-		roles, err := op.Roles.SweepTargets(sweepers)
-		if err != nil {
-			return nil, err
-		}
-		dbs, err := op.Databases.SweepTargets(sweepers)
-		if err != nil {
-			return nil, err
-		}
-		op.Sweeper, err = sweep.New(sweep.Options{
-			Ledger: op.Ledger, Owners: mgr.GetClient(), Live: mgr.GetAPIReader(),
-			Targets:  sweep.ByKind{"Role": roles, "Database": dbs},
-			Recorder: recorder, Clock: o.Clock, Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval, Classifier: classifier,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := mgr.Add(op.Sweeper); err != nil {
-			return nil, err
-		}
-	}
+	op := &Operator{Pool: pool, Ledger: parts.Ledger, Hold: parts.Hold, Sweeper: parts.Sweeper, Watchdog: parts.Watchdog}
+	op.Roles, _ = parts.Reconcilers["Role"].(*lifecycle.Reconciler[*v1alpha1.Role, Key, *Conn])
+	op.Databases, _ = parts.Reconcilers["Database"].(*lifecycle.Reconciler[*v1alpha1.Database, Key, *Conn])
+	recorder := parts.Recorder
 	sr := &ServerReconciler{c: mgr.GetClient(), servers: srvs, pool: pool, recorder: recorder, clock: o.Clock, classifier: classifier}
 	if o.ServerRateLimiter == nil {
 		o.ServerRateLimiter = ServerRateLimiter()
@@ -283,48 +235,4 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, fmt.Errorf("server controller: %w", err)
 	}
 	return op, nil
-}
-
-// Redirected are the reasons of the Events that still go somewhere when
-// the namespace of their object is terminating (it refuses new Events):
-// to the records namespace, naming the object. The hold's release of a
-// Server and of a dependent, and a cleanup the watchdog sees stuck, are
-// what someone looking back at a namespace deletion needs; the rest
-// (Deleted, the conditions' transitions) is dropped, quietly.
-var Redirected = []string{hold.ReasonReleased, hold.ReasonReleasedWithoutDelete, watchdog.ReasonCleanupBlocked}
-
-// newRecorder is the one recorder of every component (the Server
-// controller, lifecycle, hold, watchdog, sweep), so that every Event goes
-// through the same guard against terminating namespaces (internal/eventrec).
-// It knows a terminating namespace from the manager's cache (Namespaces as
-// metadata); the naive build, without records, drops what it cannot send.
-func newRecorder(mgr ctrl.Manager, store *ledger.ConfigMapStore) (lifecycle.Recorder, error) {
-	if err := eventrec.Informer(context.Background(), mgr); err != nil {
-		return nil, err
-	}
-	o := eventrec.Options{Namespaces: mgr.GetCache(), Redirect: Redirected}
-	if store != nil {
-		o.Fallback = store.Namespace()
-	}
-	return eventrec.For(mgr, "finale-postgres", o)
-}
-
-func newHold(scheme *runtime.Scheme, srvs servers, pool *Pool, o Options, rec lifecycle.Recorder, classifier *errclass.Classifier) (*hold.Hold, error) {
-	return hold.New(hold.Config{
-		Parent: &v1alpha1.Server{}, Scheme: scheme, Clock: o.Clock, Timeout: o.HoldTimeout, Recorder: rec, Classifier: classifier,
-		SecretName: func(p client.Object) string { return p.(*v1alpha1.Server).Spec.CredentialsSecretRef.Name },
-		Dependents: []hold.Dependent{
-			{Object: &v1alpha1.Role{}, CleanupFinalizer: Finalizer, ParentName: func(o client.Object) string { return o.(*v1alpha1.Role).Spec.ServerRef.Name }},
-			{Object: &v1alpha1.Database{}, CleanupFinalizer: Finalizer, ParentName: func(o client.Object) string { return o.(*v1alpha1.Database).Spec.ServerRef.Name }},
-		},
-		// Follow-up 1 of the seed: keep repairing access during the hold, so
-		// a Secret fixed late still lets the dependents delete.
-		Access: hold.AccessFn(func(ctx context.Context, p client.Object) (bool, error) {
-			key, err := srvs.key(ctx, p.(*v1alpha1.Server))
-			if err == nil {
-				err = pool.Do(ctx, key, func(ctx context.Context, c *Conn) error { return c.Ping(ctx) })
-			}
-			return err == nil, err
-		}),
-	})
 }
