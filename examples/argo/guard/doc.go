@@ -13,8 +13,11 @@
 // The guard releases only by capture's rule (package capture): the
 // Workflow has recorded this Pod's node (its phase is final in
 // status.nodes, or Argo has taken this very Pod's failure as a restart), or
-// the Workflow is gone, being deleted, finished or shut down (cancelled),
-// or the Pod has no Workflow owner (an orphan). Elapsed time never releases
+// the Workflow is gone, being deleted, finished or terminated
+// (spec.shutdown Terminate: cancelled), or the Pod has no Workflow owner
+// (an orphan). A Stop (spec.shutdown Stop) is not an end: Argo still
+// records the nodes of finished Pods and runs the exit handler, which reads
+// them, so the guard waits for the record or the final phase (see Finished). Elapsed time never releases
 // it. Unlike capture's default, the guard never writes a result into the
 // Workflow: Argo owns its status, so a terminal Pod whose node is not
 // recorded is held until Argo's workflow workers record it themselves, from

@@ -241,6 +241,53 @@ func TestCancellationReleases(t *testing.T) {
 	waitReleases(t, w.guard, map[capture.Reason]int{capture.ReasonOwnerFinished: 1})
 }
 
+// TestStopKeepsResults: a Stop (spec.shutdown Stop) is a graceful end, not
+// an abandonment: Argo v4.1.4 terminates only Pods still Pending or
+// Running, skips those already finished, records their nodes from their
+// results and runs the exit handler, which reads them. So a Succeeded,
+// deleted Pod whose node is not recorded stays held while the workflow
+// workers are stopped, and once they are back Argo records the node
+// Succeeded with its output, and only then is the Pod released
+// (Recorded).
+func TestStopKeepsResults(t *testing.T) {
+	w := newWorld(t, true)
+	pod := runningPod(t, w, "stopped")
+	if err := argo.ReportOutputs(t.Context(), w.c, pod, argo.Output); err != nil {
+		t.Fatal(err)
+	}
+	if err := argo.SucceedPod(t.Context(), w.c, pod, argo.SeedAge); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Delete(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, w, pod, capture.ReasonAwaitingOwner)
+	wf := argo.Workflow(w.ns, "stopped")
+	if err := w.c.Patch(t.Context(), wf, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"shutdown":"Stop"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	// Held after the Stop: the guard decides on the stopped Workflow (a
+	// live read) and keeps the Pod.
+	waitHeld(t, w, pod, capture.ReasonAwaitingOwner)
+	if _, err := argo.WaitFinalizerOff(t.Context(), w.c, pod, argo.FinalizerStatus, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ctl.Restart(argo.SeedWorkers); err != nil {
+		t.Fatal(err)
+	}
+	n, err := argo.WaitNode(t.Context(), w.c, w.ns, "stopped", pod.Annotations[argo.AnnotationNodeID], 90*time.Second, "final", argo.Fulfilled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(argo.Node{Phase: argo.NodeSucceeded, Result: argo.Output}, argo.Node{Phase: n.Phase, Result: n.Result}); diff != "" {
+		t.Errorf("node after the Stop (-want +got):\n%s", diff)
+	}
+	if err := controlplane.WaitGone(t.Context(), w.c, pod, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitReleases(t, w.guard, map[capture.Reason]int{capture.ReasonRecorded: 1})
+}
+
 // waitHeld waits until the guard has passed over pod and kept it for reason.
 func waitHeld(t *testing.T, w *world, pod *corev1.Pod, reason capture.Reason) {
 	t.Helper()
