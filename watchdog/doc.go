@@ -77,6 +77,20 @@
 // namespace, name, UID), so the kind must be known: pass Options.Scheme (the
 // manager's scheme) for typed objects; unstructured objects carry their own.
 //
+// # When the controller itself is down
+//
+// Everything above runs inside the controller: when it stops, its Events,
+// condition and metrics stop too, and its finalizers stay. A controller
+// that wants its finalizers watched from outside publishes a finalizer
+// holder Lease (LabelFinalizerHolder, AnnotationHeldFinalizers, renewed
+// within its leaseDurationSeconds; HolderExpiry, HeldFinalizers): `finale
+// audit` reports every deleting object held by a finalizer whose holder
+// Leases have all expired, at once and as a finding, with the Lease to
+// look at. The Argo guard (examples/argo) publishes one. A Lease is
+// readable by whoever may read Leases in its namespace and names only the
+// finalizers; anyone who may write Leases there can forge one, which can
+// only make the audit call a holder alive or down, never release anything.
+//
 // # Threat model
 //
 // Events and conditions are readable by anyone who may read the object or

@@ -287,8 +287,9 @@ func decompress(s string) ([]byte, error) {
 }
 
 // CheckPolicy returns nil when the admission policy that places Finalizer is
-// installed and bound; otherwise a guard would run while new Pods go
+// installed and bound to the heartbeat Lease in heartbeatNamespace (the
+// guard's namespace); otherwise a guard would run while new Pods go
 // unprotected.
-func CheckPolicy(ctx context.Context, r client.Reader) error {
-	return checkPolicy(ctx, r)
+func CheckPolicy(ctx context.Context, r client.Reader, heartbeatNamespace string) error {
+	return checkPolicy(ctx, r, heartbeatNamespace)
 }
