@@ -245,4 +245,3 @@ func runAudit(t *testing.T, bin string) (auditReport, int) {
 	}
 	return rep, code
 }
-
