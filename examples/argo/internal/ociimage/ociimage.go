@@ -191,8 +191,8 @@ func Write(dir string, img Image) (Descriptor, error) {
 	}
 	cfg := Config{
 		Created: Epoch, Architecture: img.Architecture, OS: img.OS,
-		Config: RuntimeConfig{User: img.User, Entrypoint: img.Entrypoint, WorkingDir: "/"},
-		RootFS: RootFS{Type: "layers", DiffIDs: []string{digest(tarball)}},
+		Config:  RuntimeConfig{User: img.User, Entrypoint: img.Entrypoint, WorkingDir: "/"},
+		RootFS:  RootFS{Type: "layers", DiffIDs: []string{digest(tarball)}},
 		History: []History{{Created: Epoch, CreatedBy: "finale ociimage: " + strings.Join(paths(img.Files), " ")}},
 	}
 	cfgBlob, err := writeJSONBlob(dir, MediaTypeConfig, cfg)
