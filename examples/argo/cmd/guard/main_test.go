@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,7 @@ import (
 	"github.com/finale-dev/finale/examples/argo/guard"
 	argo "github.com/finale-dev/finale/examples/argo/stack"
 	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/watchdog"
 )
 
 // asGuard makes the test binary act as the guard binary, so the test runs
@@ -82,6 +85,18 @@ func TestGuardBinary(t *testing.T) {
 		}
 	})
 
+	// The binary renews its heartbeat, a finalizer holder Lease, in its
+	// namespace (--namespace here: no $POD_NAMESPACE out of a cluster).
+	err := controlplane.WaitFor(ctx, 60*time.Second, "the guard's heartbeat Lease", func(ctx context.Context) (bool, error) {
+		var l coordinationv1.Lease
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: guard.HeartbeatName}, &l); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "install" && slices.Equal(watchdog.HeldFinalizers(&l), []string{guard.Finalizer}), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	wf := argo.Workflow(ns, "wf")
 	if err := c.Create(ctx, wf); err != nil {
 		t.Fatal(err)
