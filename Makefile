@@ -15,7 +15,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet lint bench campaign model failover
+.PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet lint bench campaign model failover guard-image
 
 demo: deps
 	@echo "== building and running the demo (scenarios/cmd/finale-lab)"
@@ -108,6 +108,18 @@ ARGO_NOSUMDB := github.com/google/go-containerregistry/pkg/authn/k8schain
 argo:
 	@echo "== Argo Workflows workflow-controller (built once from Go modules, then cached)"
 	$(GO) run ./internal/argobin/argoinstall
+
+# The Argo guard's container image, built from this repository without a
+# container engine: the guard as a static linux binary in a one-layer OCI
+# image named and tagged as examples/argo/config/manager/manager.yaml pulls
+# it, written as an OCI image layout ($(GUARD_IMAGE)) and an OCI archive
+# ($(GUARD_IMAGE).tar). Nothing is pushed: copy it with skopeo, crane or
+# ctr (examples/argo/cmd/guard-image says how).
+GUARD_IMAGE      ?= $(CURDIR)/bin/guard-image
+GUARD_IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+guard-image:
+	@echo "== the Argo guard's image (OCI layout, no container engine) into $(GUARD_IMAGE)"
+	cd examples/argo && $(GO) run ./cmd/guard-image -o $(GUARD_IMAGE) -arch $(GUARD_IMAGE_ARCH)
 
 vet:
 	$(GO) vet ./...

@@ -79,10 +79,24 @@
 //
 // A deletion the watchdog reports is often one whose namespace is
 // terminating, and a terminating namespace refuses new Events: the
-// manager's plain recorder logs each refusal as an error. The reference
-// operator passes a recorder that never sends into a terminating
-// namespace and sends CleanupBlocked to the operator's own namespace,
-// naming the object (examples/postgres/controller, internal/eventrec).
+// manager's plain recorder logs each refusal as an error. lifecycle.Setup
+// gives the watchdog a recorder that never sends into a terminating
+// namespace it knows of and sends CleanupBlocked to the records namespace,
+// naming the object.
+//
+// # When the controller itself is down
+//
+// Everything above runs inside the controller: when it stops, its Events,
+// condition and metrics stop too, and its finalizers stay. A controller
+// that wants its finalizers watched from outside publishes a finalizer
+// holder Lease (LabelFinalizerHolder, AnnotationHeldFinalizers, renewed
+// within its leaseDurationSeconds; HolderExpiry, HeldFinalizers): `finale
+// audit` reports every deleting object held by a finalizer whose holder
+// Leases have all expired, at once and as a finding, with the Lease to
+// look at. The Argo guard (examples/argo) publishes one. A Lease is
+// readable by whoever may read Leases in its namespace and names only the
+// finalizers; anyone who may write Leases there can forge one, which can
+// only make the audit call a holder alive or down, never release anything.
 //
 // # Threat model
 //

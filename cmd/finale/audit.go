@@ -15,11 +15,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -83,7 +85,9 @@ whose owner is gone, and records the sweeper could not reach.
 exit status:
   0  nothing found
   1  the audit failed (bad flags, no cluster, a section could not be read)
-  2  findings to act on: an object deleting longer than --settle, a record
+  2  findings to act on: an object deleting longer than --settle, an object
+     held by a finalizer whose releasing controller is down (its heartbeat
+     Lease, labelled finale.dev/finalizer-holder, has expired), a record
      whose owner is gone for longer than --settle (overdue), an invalid
      record, or a record the sweeper reported unreachable
   3  no findings, but pending records: their owner is gone and they are
@@ -112,6 +116,14 @@ flags:
 	msgSummary         = "%d stuck deletions, %d records (%d owner gone, %d overdue), %d unreachable"
 	msgSummaryInvalid  = ", %d invalid records"
 	msgSummaryPending  = ", %d pending records (owner gone less than %s ago: run again in %s)"
+	msgSummaryHolders  = ", %d finalizer holders down"
+	msgHoldersList     = "finalizer holder Leases not listed, finalizers whose controller is down are not detected: %v"
+	// msgHolderRemedy is printed under the holders that are down: the
+	// remedy is the controller's, so the audit names the Lease, never
+	// text from it.
+	msgHolderRemedy = "The controller that renews each Lease above releases those finalizers, and has stopped: the objects stay until it runs again. " +
+		"Start it again (it releases by its own rule); to remove it instead, run its uninstall, which deletes what adds the finalizer and then removes it " +
+		"(the Argo guard: guard uninstall, in examples/argo)."
 )
 
 // Owner states of a cleanup record.
@@ -141,7 +153,33 @@ type report struct {
 	Deletions        []deletion     `json:"stuckDeletions"`
 	Records          recordsSection `json:"records"`
 	Unreachable      []unreachable  `json:"unreachable"`
-	Warnings         []string       `json:"warnings,omitempty"`
+	// HoldersDown: finalizer holders whose heartbeat Lease has expired
+	// while deleting objects carry one of their finalizers.
+	HoldersDown []holderDown `json:"holdersDown"`
+	Warnings    []string     `json:"warnings,omitempty"`
+}
+
+// holder is a finalizer holder's heartbeat Lease (watchdog's convention),
+// as one deleting object's finalizer refers to it.
+type holder struct {
+	Finalizer string `json:"finalizer"`
+	// Lease is namespace/name.
+	Lease string `json:"lease"`
+	// Expiry is renewTime plus leaseDurationSeconds; absent when the
+	// Lease has neither (it vouches for nothing).
+	Expiry  *time.Time `json:"expiry,omitempty"`
+	Expired bool       `json:"expired"`
+}
+
+// holderDown is an expired holder Lease and what it holds.
+type holderDown struct {
+	Lease      string     `json:"lease"`
+	Finalizers []string   `json:"finalizers"`
+	Expiry     *time.Time `json:"expiry,omitempty"`
+	// ExpiredSeconds: since the expiry (0 when it has none).
+	ExpiredSeconds int64 `json:"expiredSeconds"`
+	// Objects: deleting objects held by one of its finalizers.
+	Objects int `json:"objects"`
 }
 
 type deletion struct {
@@ -158,6 +196,12 @@ type deletion struct {
 	// the namespace controller removes once the content is gone.
 	SpecFinalizers []string    `json:"specFinalizers,omitempty"`
 	Conditions     []condition `json:"conditions,omitempty"`
+	// Holders: the heartbeat Leases of the controllers that release its
+	// finalizers, for the finalizers that have one.
+	Holders []holder `json:"holders,omitempty"`
+	// HolderDown: some finalizer of it has holder Leases and all have
+	// expired: nothing will release it.
+	HolderDown bool `json:"holderDown,omitempty"`
 }
 
 type condition struct {
@@ -239,7 +283,7 @@ type unreachable struct {
 func (r *report) findings() int {
 	n := r.Records.Overdue + len(r.Records.Invalid) + len(r.Unreachable)
 	for _, d := range r.Deletions {
-		if d.Overdue {
+		if d.Overdue || d.HolderDown {
 			n++
 		}
 	}
@@ -265,6 +309,9 @@ func (r *report) summary() string {
 	}
 	if n := r.Records.Pending; n > 0 {
 		s += fmt.Sprintf(msgSummaryPending, n, age(r.SettleSeconds), r.recheckIn())
+	}
+	if n := len(r.HoldersDown); n > 0 {
+		s += fmt.Sprintf(msgSummaryHolders, n)
 	}
 	return s
 }
@@ -427,6 +474,7 @@ func runAudit(ctx context.Context, a auditor) (report, error) {
 	now := a.clock.Now()
 	rep := report{Now: now, SettleSeconds: seconds(a.settle), RecordsNamespace: a.recordsNamespace}
 	rep.Deletions = a.deletions(ctx, now, &rep.Warnings)
+	rep.HoldersDown = a.holders(ctx, now, rep.Deletions, &rep.Warnings)
 	names, err := a.records(ctx, now, &rep)
 	if err != nil {
 		return report{}, err
@@ -475,6 +523,81 @@ func (a auditor) deletions(ctx context.Context, now time.Time, warnings *[]strin
 		return cmp.Or(x.DeletionTimestamp.Compare(y.DeletionTimestamp), cmp.Compare(x.Kind, y.Kind),
 			cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
+	return out
+}
+
+// holders lists the finalizer holders' Leases (watchdog.LabelFinalizerHolder,
+// every namespace), attaches them to the deletions whose finalizers they
+// claim, marks the deletions nothing will release, and returns the expired
+// holders that hold at least one of them.
+func (a auditor) holders(ctx context.Context, now time.Time, dels []deletion, warnings *[]string) []holderDown {
+	sel := labels.SelectorFromSet(labels.Set{watchdog.LabelFinalizerHolder: "true"})
+	byFinalizer := map[string][]holder{}
+	down := map[string]*holderDown{}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.Limit(listPage)}
+	for {
+		var l coordinationv1.LeaseList
+		if err := a.reader.List(ctx, &l, opts...); err != nil {
+			*warnings = append(*warnings, fmt.Sprintf(msgHoldersList, err))
+			return []holderDown{}
+		}
+		for i := range l.Items {
+			lease := &l.Items[i]
+			name := objectName(lease.Namespace, lease.Name)
+			h := holder{Lease: name, Expired: true}
+			if exp, ok := watchdog.HolderExpiry(lease); ok {
+				h.Expiry, h.Expired = &exp, !now.Before(exp)
+			}
+			fins := watchdog.HeldFinalizers(lease)
+			for _, f := range fins {
+				h.Finalizer = f
+				byFinalizer[f] = append(byFinalizer[f], h)
+			}
+			if h.Expired && len(fins) > 0 {
+				hd := &holderDown{Lease: name, Finalizers: fins, Expiry: h.Expiry}
+				if h.Expiry != nil {
+					hd.ExpiredSeconds = seconds(now.Sub(*h.Expiry))
+				}
+				down[name] = hd
+			}
+		}
+		if l.Continue == "" {
+			break
+		}
+		opts = []client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.Limit(listPage), client.Continue(l.Continue)}
+	}
+	for i := range dels {
+		d := &dels[i]
+		counted := map[string]bool{}
+		for _, f := range d.Finalizers {
+			hs := byFinalizer[f]
+			if len(hs) == 0 {
+				continue
+			}
+			d.Holders = append(d.Holders, hs...)
+			alive := false
+			for _, h := range hs {
+				alive = alive || !h.Expired
+			}
+			if alive {
+				continue
+			}
+			d.HolderDown = true
+			for _, h := range hs {
+				if hd := down[h.Lease]; hd != nil && !counted[h.Lease] {
+					hd.Objects++
+					counted[h.Lease] = true
+				}
+			}
+		}
+	}
+	out := []holderDown{}
+	for _, hd := range down {
+		if hd.Objects > 0 {
+			out = append(out, *hd)
+		}
+	}
+	slices.SortFunc(out, func(x, y holderDown) int { return cmp.Compare(x.Lease, y.Lease) })
 	return out
 }
 
@@ -818,9 +941,22 @@ func printReport(w io.Writer, rep report, format string) error {
 			for i, c := range d.Conditions {
 				conds[i] = c.Type + ": " + oneLine(c.Message)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", age(d.AgeSeconds), yes(d.Overdue), kindOf(d.APIVersion, d.Kind),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", age(d.AgeSeconds), deletionState(d), kindOf(d.APIVersion, d.Kind),
 				objectName(d.Namespace, d.Name), dash(strings.Join(fins, ",")), dash(strings.Join(conds, "; ")))
 		}
+	}
+	if len(rep.HoldersDown) > 0 {
+		// The heading also ends the table above.
+		fmt.Fprintf(tw, "Finalizers whose controller is down (%d)\n", len(rep.HoldersDown))
+		fmt.Fprintln(tw, "LEASE\tFINALIZERS\tEXPIRED\tDELETING OBJECTS HELD")
+		for _, h := range rep.HoldersDown {
+			expired := "(no renewTime)"
+			if h.Expiry != nil {
+				expired = age(h.ExpiredSeconds) + " ago"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", h.Lease, strings.Join(h.Finalizers, ","), expired, h.Objects)
+		}
+		fmt.Fprintln(tw, msgHolderRemedy)
 	}
 	s := rep.Records
 	fmt.Fprintf(tw, "\nCleanup records in %s: %d total, %d owner present, %d owner gone (%d overdue, %d pending), %d lookup failed, %d invalid\n",
@@ -906,6 +1042,18 @@ func overdue(g goneRecord, settleSeconds int64) string {
 		return "-"
 	}
 	return "in " + age(settleSeconds-g.AgeSeconds)
+}
+
+// deletionState is a deletion's OVERDUE column: whether it is past the
+// settle window, and whether nothing will release it.
+func deletionState(d deletion) string {
+	switch {
+	case d.HolderDown && d.Overdue:
+		return "yes, holder down"
+	case d.HolderDown:
+		return "holder down"
+	}
+	return yes(d.Overdue)
 }
 
 func yes(b bool) string {

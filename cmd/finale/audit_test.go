@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -155,6 +157,87 @@ func TestAuditStuckObject(t *testing.T) {
 			} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("text report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestAuditFinalizerHolderDown: a deleting object whose finalizer is
+// released by a controller that publishes a heartbeat Lease (watchdog's
+// finalizer holder convention) is a finding as soon as that Lease has
+// expired, long before the settle window: nothing will release it. While
+// the Lease is fresh it is listed with its holder and is no finding.
+func TestAuditFinalizerHolderDown(t *testing.T) {
+	t.Parallel()
+	const (
+		heldFinalizer = "holder.test.finale.dev/result"
+		beat          = 30 * time.Second
+	)
+	c := testenv.Client(t, testenv.Scheme())
+	if err := controlplane.InstallCRDs(t.Context(), c, testenv.OpenCRD(gadgetGVK, "gadgets", true)); err != nil {
+		t.Fatal(err)
+	}
+	ns, holderNS, recNS := testenv.Namespace(t, c), testenv.Namespace(t, c), testenv.Namespace(t, c)
+	renewed := time.Now().UTC().Truncate(time.Microsecond)
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: holderNS, Name: "holder",
+			Labels:      map[string]string{watchdog.LabelFinalizerHolder: "true"},
+			Annotations: map[string]string{watchdog.AnnotationHeldFinalizers: heldFinalizer}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("test"), LeaseDurationSeconds: ptr.To(int32(beat / time.Second)),
+			RenewTime: &metav1.MicroTime{Time: renewed}},
+	}
+	if err := c.Create(t.Context(), lease); err != nil {
+		t.Fatal(err)
+	}
+	held := &unstructured.Unstructured{}
+	held.SetGroupVersionKind(gadgetGVK)
+	held.SetNamespace(ns)
+	held.SetName("held")
+	held.SetFinalizers([]string{heldFinalizer, testFinalizer})
+	if err := c.Create(t.Context(), held); err != nil {
+		t.Fatal(err)
+	}
+	dts := deletingSince(t, c, held)
+	expiry := renewed.Add(beat)
+	leaseName := holderNS + "/holder"
+
+	for name, tc := range map[string]struct {
+		now      time.Time
+		wantDown bool
+	}{
+		"holder renewing": {now: expiry.Add(-time.Second)},
+		"holder down":     {now: expiry.Add(time.Second), wantDown: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := mustRun(t, testAuditor(t, recNS, tc.now, ns))
+			want := []deletion{{
+				APIVersion: "audit.finale.dev/v1", Kind: "Gadget", Namespace: ns, Name: "held",
+				DeletionTimestamp: dts, AgeSeconds: seconds(tc.now.Sub(dts)),
+				Finalizers: []string{heldFinalizer, testFinalizer},
+				Holders:    []holder{{Finalizer: heldFinalizer, Lease: leaseName, Expiry: &expiry, Expired: tc.wantDown}},
+				HolderDown: tc.wantDown,
+			}}
+			if diff := cmp.Diff(want, rep.Deletions); diff != "" {
+				t.Errorf("deletions (-want +got):\n%s", diff)
+			}
+			wantDown := []holderDown{}
+			if tc.wantDown {
+				wantDown = []holderDown{{Lease: leaseName, Finalizers: []string{heldFinalizer}, Expiry: &expiry, ExpiredSeconds: 1, Objects: 1}}
+			}
+			if diff := cmp.Diff(wantDown, rep.HoldersDown); diff != "" {
+				t.Errorf("holders down (-want +got):\n%s", diff)
+			}
+			if got := rep.findings() > 0; got != tc.wantDown {
+				t.Errorf("findings = %d, want findings %v", rep.findings(), tc.wantDown)
+			}
+			var out bytes.Buffer
+			if err := printReport(&out, rep, "text"); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{"Finalizers whose controller is down (1)", leaseName, "guard uninstall", "1 finalizer holders down", "holder down"} {
+				if got := strings.Contains(out.String(), w); got != tc.wantDown {
+					t.Errorf("text report contains %q: %v, want %v:\n%s", w, got, tc.wantDown, out.String())
 				}
 			}
 		})
@@ -576,6 +659,7 @@ func TestAuditClean(t *testing.T) {
 	want := report{
 		Now: rep.Now, SettleSeconds: 300, RecordsNamespace: recNS, Deletions: []deletion{},
 		Records: recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}, Authenticated: true}, Unreachable: []unreachable{},
+		HoldersDown: []holderDown{},
 	}
 	if diff := cmp.Diff(want, rep); diff != "" {
 		t.Errorf("report (-want +got):\n%s", diff)

@@ -194,13 +194,29 @@ func (c *nodeCache) nodes(wf *unstructured.Unstructured) (map[string]Node, error
 	return n, nil
 }
 
+// ShutdownTerminate is the spec.shutdown value of `argo terminate`.
+const ShutdownTerminate = "Terminate"
+
 // Finished reports whether wf no longer needs its Pods' results: its phase
-// is final, or it is being shut down (spec.shutdown, Argo's stop and
-// terminate: cancellation).
+// is final, or it is being terminated (spec.shutdown Terminate:
+// cancellation).
+//
+// Decision: a Stop (spec.shutdown Stop) is not an end. Argo v4.1.4 stops a
+// Workflow gracefully: it terminates the Pods still Pending or Running, but
+// skips those that have finished, records their nodes from their results,
+// and runs the exit handler, which reads them (workflow.status,
+// workflow.failures, global outputs) and whose own Pods decide the
+// Workflow's phase. Releasing a finished Pod at once on Stop would turn a
+// succeeded step into "Error: pod deleted" in what the exit handler sees.
+// So under Stop the rule waits, as for an active Workflow, until each node
+// is recorded or the Workflow's phase is final; cancellation still ends,
+// because Argo finishes a stopped Workflow. A Terminate runs no exit
+// handler and abandons the run: it releases at once, so it never waits on
+// lagging workers. Any other value is unknown: doubt keeps.
 func Finished(wf *unstructured.Unstructured) bool {
 	phase, _, _ := unstructured.NestedString(wf.Object, "status", "phase")
 	shutdown, _, _ := unstructured.NestedString(wf.Object, "spec", "shutdown")
-	return finalWorkflowPhases[phase] || shutdown != ""
+	return finalWorkflowPhases[phase] || shutdown == ShutdownTerminate
 }
 
 // Node is the part of an Argo node status the guard reads.
@@ -271,8 +287,9 @@ func decompress(s string) ([]byte, error) {
 }
 
 // CheckPolicy returns nil when the admission policy that places Finalizer is
-// installed and bound; otherwise a guard would run while new Pods go
+// installed and bound to the heartbeat Lease in heartbeatNamespace (the
+// guard's namespace); otherwise a guard would run while new Pods go
 // unprotected.
-func CheckPolicy(ctx context.Context, r client.Reader) error {
-	return checkPolicy(ctx, r)
+func CheckPolicy(ctx context.Context, r client.Reader, heartbeatNamespace string) error {
+	return checkPolicy(ctx, r, heartbeatNamespace)
 }

@@ -48,6 +48,15 @@ type world struct {
 // RBAC it ships.
 func newWorld(t *testing.T, guarded bool) *world {
 	t.Helper()
+	if guarded {
+		return newWorldWith(t, &argo.GuardOptions{})
+	}
+	return newWorldWith(t, nil)
+}
+
+// newWorldWith is newWorld with the guard's options; nil: no guard.
+func newWorldWith(t *testing.T, gopts *argo.GuardOptions) *world {
+	t.Helper()
 	s := testenv.Scheme()
 	c := testenv.Client(t, s)
 	ns := testenv.Namespace(t, c)
@@ -56,21 +65,12 @@ func newWorld(t *testing.T, guarded bool) *world {
 		t.Fatal(err)
 	}
 	w := &world{c: c, ns: ns}
-	if guarded {
+	if gopts != nil {
 		if err := argo.InstallPolicy(ctx, c, ns); err != nil {
 			t.Fatal(err)
 		}
 		applyRBAC(t, c, ns)
-		g, err := argo.StartGuard(ctx, testenv.ControlPlane(t).AsServiceAccount(ns, guardSA), s, ns, guard.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := g.Stop(); err != nil {
-				t.Errorf("guard: %v", err)
-			}
-		})
-		w.guard = g
+		w.guard = w.startGuard(t, *gopts)
 	}
 	ctl, err := argo.Start(ctx, argo.Options{Kubeconfig: testenv.ControlPlane(t).Kubeconfig, Namespace: ns, Workers: argo.SeedWorkers, Log: os.Stderr})
 	if err != nil {
@@ -84,6 +84,22 @@ func newWorld(t *testing.T, guarded bool) *world {
 	})
 	w.ctl = ctl
 	return w
+}
+
+// startGuard starts a guard on the world's namespace as its ServiceAccount,
+// stopped at the end of the test.
+func (w *world) startGuard(t *testing.T, gopts argo.GuardOptions) *argo.GuardRun {
+	t.Helper()
+	g, err := argo.StartGuardWith(t.Context(), testenv.ControlPlane(t).AsServiceAccount(w.ns, guardSA), testenv.Scheme(), w.ns, gopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := g.Stop(); err != nil {
+			t.Errorf("guard: %v", err)
+		}
+	})
+	return g
 }
 
 // applyRBAC applies config/rbac with the guard's ServiceAccount in ns; the
@@ -241,6 +257,53 @@ func TestCancellationReleases(t *testing.T) {
 	waitReleases(t, w.guard, map[capture.Reason]int{capture.ReasonOwnerFinished: 1})
 }
 
+// TestStopKeepsResults: a Stop (spec.shutdown Stop) is a graceful end, not
+// an abandonment: Argo v4.1.4 terminates only Pods still Pending or
+// Running, skips those already finished, records their nodes from their
+// results and runs the exit handler, which reads them. So a Succeeded,
+// deleted Pod whose node is not recorded stays held while the workflow
+// workers are stopped, and once they are back Argo records the node
+// Succeeded with its output, and only then is the Pod released
+// (Recorded).
+func TestStopKeepsResults(t *testing.T) {
+	w := newWorld(t, true)
+	pod := runningPod(t, w, "stopped")
+	if err := argo.ReportOutputs(t.Context(), w.c, pod, argo.Output); err != nil {
+		t.Fatal(err)
+	}
+	if err := argo.SucceedPod(t.Context(), w.c, pod, argo.SeedAge); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Delete(t.Context(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, w, pod, capture.ReasonAwaitingOwner)
+	wf := argo.Workflow(w.ns, "stopped")
+	if err := w.c.Patch(t.Context(), wf, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"shutdown":"Stop"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	// Held after the Stop: the guard decides on the stopped Workflow (a
+	// live read) and keeps the Pod.
+	waitHeld(t, w, pod, capture.ReasonAwaitingOwner)
+	if _, err := argo.WaitFinalizerOff(t.Context(), w.c, pod, argo.FinalizerStatus, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ctl.Restart(argo.SeedWorkers); err != nil {
+		t.Fatal(err)
+	}
+	n, err := argo.WaitNode(t.Context(), w.c, w.ns, "stopped", pod.Annotations[argo.AnnotationNodeID], 90*time.Second, "final", argo.Fulfilled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(argo.Node{Phase: argo.NodeSucceeded, Result: argo.Output}, argo.Node{Phase: n.Phase, Result: n.Result}); diff != "" {
+		t.Errorf("node after the Stop (-want +got):\n%s", diff)
+	}
+	if err := controlplane.WaitGone(t.Context(), w.c, pod, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitReleases(t, w.guard, map[capture.Reason]int{capture.ReasonRecorded: 1})
+}
+
 // waitHeld waits until the guard has passed over pod and kept it for reason.
 func waitHeld(t *testing.T, w *world, pod *corev1.Pod, reason capture.Reason) {
 	t.Helper()
@@ -348,17 +411,31 @@ func TestCheckPolicy(t *testing.T) {
 		{"another finalizer", func(p *admissionv1.MutatingAdmissionPolicy) {
 			p.Spec.Mutations[0].ApplyConfiguration.Expression = `Object{metadata: Object.metadata{finalizers: ["example.com/other"]}}`
 		}, "does not add the finalizer"},
+		{"marks without a heartbeat", func(p *admissionv1.MutatingAdmissionPolicy) {
+			p.Spec.ParamKind = nil
+			p.Spec.Variables = nil
+			p.Spec.Mutations[0].ApplyConfiguration.Expression = `Object{metadata: Object.metadata{finalizers: ["` + guard.Finalizer + `"]}}`
+		}, "does not read the guard's heartbeat"},
 	} {
 		put(ctx, tc.mod)
-		if err := guard.CheckPolicy(ctx, c); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+		if err := guard.CheckPolicy(ctx, c, ns); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: CheckPolicy = %v, want an error containing %q", tc.name, err, tc.wantErr)
 		}
 	}
 	put(ctx, func(*admissionv1.MutatingAdmissionPolicy) {})
-	if err := c.Create(ctx, guard.Binding(guard.PolicyName+"-"+ns, &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}})); err != nil && !apierrors.IsAlreadyExists(err) {
+	only := &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+	elsewhere := guard.Binding(guard.PolicyName+"-"+ns+"-elsewhere", only, "elsewhere")
+	if err := c.Create(ctx, elsewhere); err != nil {
 		t.Fatal(err)
 	}
-	if err := guard.CheckPolicy(ctx, c); err != nil {
+	t.Cleanup(func() { _ = c.Delete(context.WithoutCancel(ctx), elsewhere) })
+	if err := guard.CheckPolicy(ctx, c, ns); err == nil || !strings.Contains(err.Error(), "paramRef {name: "+guard.HeartbeatName+", namespace: "+ns) {
+		t.Errorf("bound to another namespace's heartbeat: CheckPolicy = %v, want an error naming the paramRef it needs", err)
+	}
+	if err := c.Create(ctx, guard.Binding(guard.PolicyName+"-"+ns, only, ns)); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := guard.CheckPolicy(ctx, c, ns); err != nil {
 		t.Errorf("installed and bound: CheckPolicy = %v", err)
 	}
 }

@@ -17,6 +17,9 @@ import (
 
 const configDir = "../config"
 
+// manifestNamespace is the namespace config/default installs the guard in.
+const manifestNamespace = "argo"
+
 func readYAML(t *testing.T, rel string, into any) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(configDir, rel))
@@ -37,7 +40,7 @@ func TestManifestPolicyIsGuardPolicy(t *testing.T) {
 	}
 	var b admissionv1.MutatingAdmissionPolicyBinding
 	readYAML(t, "policy/binding.yaml", &b)
-	if diff := cmp.Diff(guard.Binding(guard.PolicyName, nil), &b); diff != "" {
+	if diff := cmp.Diff(guard.Binding(guard.PolicyName, nil, manifestNamespace), &b); diff != "" {
 		t.Errorf("config/policy/binding.yaml differs from guard.Binding (-code +manifest):\n%s", diff)
 	}
 }

@@ -97,7 +97,9 @@ func TestFinished(t *testing.T) {
 		"failed":                  {workflow(map[string]any{"phase": "Failed"}, nil), true},
 		"error":                   {workflow(map[string]any{"phase": "Error"}, nil), true},
 		"terminated (cancelled)":  {workflow(map[string]any{"phase": "Running"}, map[string]any{"shutdown": "Terminate"}), true},
-		"stopped (cancelled)":     {workflow(map[string]any{"phase": "Running"}, map[string]any{"shutdown": "Stop"}), true},
+		"stopped (still running)": {workflow(map[string]any{"phase": "Running"}, map[string]any{"shutdown": "Stop"}), false},
+		"stopped and failed":      {workflow(map[string]any{"phase": "Failed"}, map[string]any{"shutdown": "Stop"}), true},
+		"unknown shutdown value":  {workflow(map[string]any{"phase": "Running"}, map[string]any{"shutdown": "Pause"}), false},
 		"suspended is not an end": {workflow(map[string]any{"phase": "Running"}, map[string]any{"suspend": true}), false},
 	} {
 		t.Run(name, func(t *testing.T) {

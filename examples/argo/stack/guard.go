@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,38 +44,77 @@ type GuardRun struct {
 
 var guardSeq atomic.Int64
 
-// InstallPolicy installs the guard's admission policy and binds it to ns
-// only, then waits until the apiserver applies it (a dry-run workflow Pod
-// comes back with the guard's finalizer): policies reach the admission
-// chain asynchronously.
+// InstallPolicy installs the guard's admission policy, binds it to ns only
+// with the heartbeat Lease in ns as its parameter, renews that Lease once
+// (as the guard would; a guard started on ns takes it over, and if none
+// does it expires after DefaultHeartbeatDuration), then waits until the
+// apiserver applies the policy (a dry-run workflow Pod comes back with the
+// guard's finalizer): policies reach the admission chain asynchronously.
 func InstallPolicy(ctx context.Context, c client.Client, ns string) error {
 	if err := c.Create(ctx, guard.Policy()); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("argo: install the guard's policy: %w", err)
 	}
-	b := guard.Binding(guard.PolicyName+"-"+ns, &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}})
+	b := guard.Binding(guard.PolicyName+"-"+ns, &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}, ns)
 	if err := c.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("argo: bind the guard's policy: %w", err)
 	}
-	return controlplane.WaitFor(ctx, 60*time.Second, "the guard's admission policy to apply in "+ns, func(ctx context.Context) (bool, error) {
-		probe := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "policy-probe-", Labels: map[string]string{LabelWorkflow: "probe"}, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: WorkflowGVK.GroupVersion().String(), Kind: WorkflowGVK.Kind, Name: "probe", UID: types.UID("probe"),
-			}}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox:1.37"}}},
-		}
-		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
-			return false, err
-		}
-		return slices.Contains(probe.Finalizers, guard.Finalizer), nil
+	hb, err := guard.NewHeartbeat(c, c, guard.HeartbeatOptions{Namespace: ns, Identity: "install"})
+	if err != nil {
+		return fmt.Errorf("argo: %w", err)
+	}
+	if err := hb.Renew(ctx); err != nil {
+		return fmt.Errorf("argo: %w", err)
+	}
+	return WaitMarked(ctx, c, ns, true, 60*time.Second)
+}
+
+// Marked reports whether a workflow Pod created in ns now would get the
+// guard's finalizer (guard.ProbeMarked: a dry-run create).
+func Marked(ctx context.Context, c client.Client, ns string) (bool, error) {
+	return guard.ProbeMarked(ctx, c, ns)
+}
+
+// WaitMarked waits until Marked(ns) is want.
+func WaitMarked(ctx context.Context, c client.Client, ns string, want bool, timeout time.Duration) error {
+	what := "new workflow Pods in " + ns + " to get the guard's finalizer"
+	if !want {
+		what = "new workflow Pods in " + ns + " to go without the guard's finalizer"
+	}
+	return controlplane.WaitFor(ctx, timeout, what, func(ctx context.Context) (bool, error) {
+		got, err := Marked(ctx, c, ns)
+		return got == want, err
 	})
+}
+
+// GuardOptions configure StartGuardWith.
+type GuardOptions struct {
+	Guard guard.Options
+	// Heartbeat's Namespace is the guard's namespace when empty.
+	Heartbeat guard.HeartbeatOptions
 }
 
 // StartGuard starts the guard on ns with cfg's identity (the admin, or the
 // guard's ServiceAccount under its own RBAC), after checking, as the guard
-// command does, that its admission policy is installed (InstallPolicy).
+// command does, that its admission policy is installed (InstallPolicy),
+// with its heartbeat in ns.
 func StartGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns string, opts guard.Options) (*GuardRun, error) {
+	return StartGuardWith(ctx, cfg, scheme, ns, GuardOptions{Guard: opts})
+}
+
+// StartGuardWith is StartGuard with the heartbeat's options. The heartbeat
+// writes through its own client: GuardRun.Writes counts the release path's
+// writes only.
+func StartGuardWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, ns string, gopts GuardOptions) (*GuardRun, error) {
+	opts := gopts.Guard
 	if opts.Name == "" {
 		opts.Name = fmt.Sprintf("%s-%d", guard.DefaultName, guardSeq.Add(1))
+	}
+	hbOpts := gopts.Heartbeat
+	if hbOpts.Namespace == "" {
+		hbOpts.Namespace = ns
+	}
+	if hbOpts.Identity == "" {
+		hbOpts.Identity = opts.Name
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -109,7 +146,7 @@ func StartGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, n
 		rec := mgr.GetEventRecorder(opts.Name)
 		opts.Events = eventCounter{next: rec, n: &run.Events}
 	}
-	if err := guard.CheckPolicy(ctx, mgr.GetAPIReader()); err != nil {
+	if err := guard.CheckPolicy(ctx, mgr.GetAPIReader(), hbOpts.Namespace); err != nil {
 		return nil, err
 	}
 	g, err := guard.New(mgr.GetAPIReader(), counted, opts)
@@ -117,6 +154,13 @@ func StartGuard(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, n
 		return nil, err
 	}
 	if err := g.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	hb, err := guard.NewHeartbeat(mgr.GetAPIReader(), base, hbOpts)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(hb); err != nil {
 		return nil, err
 	}
 	run.Guard = g
