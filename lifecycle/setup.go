@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -232,6 +233,12 @@ func (r *Reconciler[O, K, C]) sweepTargets(designated Designated, newParent func
 		if err != nil {
 			return out, fmt.Errorf("lifecycle: list designated sweep connections: %w", err)
 		}
+		// In name order, so that every pass tries them alike: the sweeper
+		// stops at the first connection that fails other than by not
+		// proving the deployment, and a cache lists in no set order.
+		sort.Slice(ds, func(i, j int) bool {
+			return ds[i].GetNamespace()+"/"+ds[i].GetName() < ds[j].GetNamespace()+"/"+ds[j].GetName()
+		})
 		for _, p := range ds {
 			if seen[p.GetUID()] {
 				continue
