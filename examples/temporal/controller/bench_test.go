@@ -89,7 +89,7 @@ func runPoisoned(b *testing.B, naive bool, bound time.Duration) poisonedRun {
 // redials of each, and clientpool.Do's overhead against a direct SDK call
 // on the same kind of client.
 //
-//	go test -run '^$' -bench PoisonedClient -benchtime=1x ./examples/temporal/controller/
+//	cd examples/temporal && go test -run '^$' -bench PoisonedClient -benchtime=1x ./controller/
 func BenchmarkPoisonedClient(b *testing.B) {
 	const bound = 10 * stack.DefaultCallTimeout
 	for b.Loop() {
@@ -148,8 +148,8 @@ func callOverhead(b *testing.B, n int) overhead {
 	defer c.Close()
 	p, err := clientpool.New(clientpool.Options[string, sdkclient.Client]{
 		Name: "temporal-bench", Dial: clientpool.DialFn[string, sdkclient.Client](dial),
-		Close:      clientpool.CloseFn[sdkclient.Client](func(c sdkclient.Client) error { c.Close(); return nil }),
-		Classifier: controller.Classifier, CallTimeout: controller.DefaultCallTimeout,
+		Close:       clientpool.CloseFunc[sdkclient.Client](sdkclient.Client.Close),
+		CallTimeout: controller.DefaultCallTimeout,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/finale-dev/finale/errclass"
 )
 
 // Key identifies a pooled SDK client: everything it is bound to at dial
@@ -35,8 +33,10 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s (namespace %s, API key %s/%s)", k.HostPort, k.TemporalNamespace, k.Namespace, k.Secret)
 }
 
-// ErrAPIKeyUnavailable is returned by a call whose API key could not be
-// read from its Secret. It classifies as Auth.
+// ErrAPIKeyUnavailable is wrapped by the error of an API key that could
+// not be read from its Secret. A call whose key cannot be read fails with
+// an Unauthenticated status carrying that error's text (Auth): see
+// apiKeyStatus.
 var ErrAPIKeyUnavailable = errors.New("the Temporal API key could not be read from its Secret")
 
 var errKeyAbsent = errors.New("no such key")
@@ -59,7 +59,8 @@ func (d *dialer) Dial(ctx context.Context, k Key) (sdkclient.Client, error) {
 		Identity:  d.identity,
 		Logger:    d.logger,
 		Credentials: sdkclient.NewAPIKeyDynamicCredentials(func(ctx context.Context) (string, error) {
-			return readAPIKey(ctx, d.secrets, k)
+			key, err := readAPIKey(ctx, d.secrets, k)
+			return key, apiKeyStatus(err)
 		}),
 		ConnectionOptions: sdkclient.ConnectionOptions{TLSDisabled: k.Plaintext},
 	}
@@ -69,9 +70,17 @@ func (d *dialer) Dial(ctx context.Context, k Key) (sdkclient.Client, error) {
 	return sdkclient.DialContext(ctx, o)
 }
 
-func closeClient(c sdkclient.Client) error {
-	c.Close()
-	return nil
+// apiKeyStatus makes an API key that cannot be read fail its call at once
+// as Unauthenticated. The SDK retries an error without a gRPC status (it
+// reads as Unknown) until its call timeout, and then reports
+// DeadlineExceeded: every call would hang 10 s and read as a connection
+// that does not answer (Transport), when the credential is what is
+// missing.
+func apiKeyStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	return status.Error(codes.Unauthenticated, err.Error())
 }
 
 func readAPIKey(ctx context.Context, r client.Reader, k Key) (string, error) {
@@ -89,19 +98,6 @@ func readAPIKey(ctx context.Context, r client.Reader, k Key) (string, error) {
 // discardLogger keeps the SDK quiet: what matters reaches conditions,
 // Events and the watchdog.
 var discardLogger sdklog.Logger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-
-// Classifier adds this package's own errors to errclass's rules (which
-// read the SDK's serviceerror types through Status()): an API key that
-// cannot be read is Auth, never NotFound, which would read as a deployment
-// that is gone.
-var Classifier = errclass.New(classify)
-
-func classify(_ context.Context, err error) (errclass.Class, bool) {
-	if errors.Is(err, ErrAPIKeyUnavailable) {
-		return errclass.Auth, true
-	}
-	return "", false
-}
 
 // isAccessDenied is the naive build's only eviction rule, as in
 // temporal-worker-controller v1.7 (isAccessDeniedErr).

@@ -29,8 +29,12 @@
 // Secret before any dial, so that a WorkerDeployment created before its
 // Secret gets a NeedsAction condition and no client is dialled or cached
 // (the seed's first five minutes). A key that cannot be read at call time
-// classifies as Auth, never NotFound: a missing Secret must never read as a
-// deployment that is gone.
+// fails the call at once with an Unauthenticated status, which errclass
+// reads as Auth: never NotFound (a missing Secret must never read as a
+// deployment that is gone), and never a plain error, which the SDK would
+// retry until its 10 s call timeout and report as DeadlineExceeded
+// (Transport). The operator has no error classifier of its own: errclass
+// reads the SDK's serviceerror types through Status().
 //
 // # Decisions
 //

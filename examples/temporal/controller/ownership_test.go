@@ -1,16 +1,12 @@
 package controller
 
 import (
-	"context"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/api/serviceerror"
 	sdkclient "go.temporal.io/sdk/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/finale-dev/finale/errclass"
 )
 
 func TestOwnershipOf(t *testing.T) {
@@ -33,35 +29,6 @@ func TestOwnershipOf(t *testing.T) {
 				t.Errorf("ownershipOf = %d, want %d", got, tc.want)
 			}
 		})
-	}
-}
-
-// TestClassify: the SDK's errors carry their status behind Status(), and a
-// Secret that cannot be read is Auth, never NotFound (which would read as
-// a deployment that is gone).
-func TestClassify(t *testing.T) {
-	live := context.Background()
-	done, cancel := context.WithCancel(context.Background())
-	cancel()
-	cases := map[string]struct {
-		ctx  context.Context
-		err  error
-		want errclass.Class
-	}{
-		"deadline while the caller is live": {live, serviceerror.NewDeadlineExceeded("context deadline exceeded"), errclass.Transport},
-		"deadline while the caller is done": {done, serviceerror.NewDeadlineExceeded("context deadline exceeded"), errclass.Canceled},
-		"unavailable":                       {live, serviceerror.NewUnavailable("connection refused"), errclass.Transport},
-		"not found":                         {live, serviceerror.NewNotFound("no Worker Deployment found"), errclass.NotFound},
-		"permission denied":                 {live, serviceerror.NewPermissionDenied("no", ""), errclass.Auth},
-		"unauthenticated, plain gRPC":       {live, status.Error(codes.Unauthenticated, "bad key"), errclass.Auth},
-		"API key unreadable":                {live, ErrAPIKeyUnavailable, errclass.Auth},
-	}
-	got, want := map[string]errclass.Class{}, map[string]errclass.Class{}
-	for name, tc := range cases {
-		got[name], want[name] = Classifier.Classify(tc.ctx, tc.err), tc.want
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("classes (-want +got):\n%s", diff)
 	}
 }
 

@@ -121,8 +121,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		a = naiveAdapter{adapter{r: mgr.GetAPIReader()}}
 	} else {
 		p, err := clientpool.New(clientpool.Options[Key, sdkclient.Client]{
-			Name: o.PoolName, Dial: d, Close: clientpool.CloseFn[sdkclient.Client](closeClient),
-			Classifier: Classifier, Clock: o.Clock, CallTimeout: o.CallTimeout,
+			Name: o.PoolName, Dial: d, Close: clientpool.CloseFunc[sdkclient.Client](sdkclient.Client.Close),
+			Clock: o.Clock, CallTimeout: o.CallTimeout,
 		})
 		if err != nil {
 			return nil, err
@@ -132,7 +132,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 
 	recorder := mgr.GetEventRecorder("finale-temporal")
 	op.Watchdog = watchdog.New(watchdog.Options{
-		Clock: o.Clock, Threshold: o.BlockedAfter, Recorder: recorder, Classifier: Classifier, Scheme: mgr.GetScheme(),
+		Clock: o.Clock, Threshold: o.BlockedAfter, Recorder: recorder, Scheme: mgr.GetScheme(),
 		Conditions: watchdog.StatusConditions{Reader: mgr.GetAPIReader(), Status: mgr.GetClient()},
 	})
 	if err := mgr.Add(op.Watchdog.Runnable(watchdog.DefaultCheckInterval, mgr.GetAPIReader())); err != nil {
@@ -144,7 +144,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	// the next retry (RetryInterval).
 	r, err := lifecycle.New(mgr.GetClient(), func() *wd { return &wd{} }, a, op.calls, lifecycle.Options{
 		Finalizer: Finalizer, Scheme: mgr.GetScheme(), Watchdog: op.Watchdog, Skip: lifecycle.SkipLedger | lifecycle.SkipHold,
-		Recorder: recorder, Classifier: Classifier, APIReader: mgr.GetAPIReader(), Clock: o.Clock, RetryInterval: o.RetryInterval,
+		Recorder: recorder, APIReader: mgr.GetAPIReader(), Clock: o.Clock, RetryInterval: o.RetryInterval,
 	})
 	if err != nil {
 		return nil, err

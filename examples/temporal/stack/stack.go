@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -81,6 +82,13 @@ type Options struct {
 	// PoolName labels the operator's pool metrics; "" is derived from the
 	// build, so that two stacks in one process do not share series.
 	PoolName string
+	// RateLimiter spaces the operator's retries of failed reconciles; nil
+	// is RetrySpacing. lifecycle.DefaultRateLimiter is the production one.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
+	// WatchNamespace, when set, limits the operator to that Kubernetes
+	// namespace (which must exist), so that several stacks run in one
+	// process side by side; "" is every namespace.
+	WatchNamespace string
 }
 
 // Stack is a running operator with its fault proxy and the harness's
@@ -127,6 +135,9 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.RetryInterval == 0 {
 		o.RetryInterval = DefaultRetryInterval
 	}
+	if o.RateLimiter == nil {
+		o.RateLimiter = RetrySpacing()
+	}
 	if o.PoolName == "" {
 		o.PoolName = "temporal-stack"
 		if o.Naive {
@@ -152,18 +163,22 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if s.Temporal, err = sdkclient.DialContext(ctx, sdkclient.Options{HostPort: o.HostPort, Namespace: o.Namespace, Identity: "finale-stack-harness", Logger: quiet}); err != nil {
 		return nil, fmt.Errorf("stack: dial %s: %w", o.HostPort, err)
 	}
-	mgr, err := manager.New(o.Config, manager.Options{
+	mo := manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if o.WatchNamespace != "" {
+		mo.Cache.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	mgr, err := manager.New(o.Config, mo)
 	if err != nil {
 		return nil, fmt.Errorf("stack: manager: %w", err)
 	}
 	s.Op, err = controller.Setup(mgr, controller.Options{
 		Naive: o.Naive, Clock: s.Clock, CallTimeout: o.CallTimeout, RetryInterval: o.RetryInterval,
-		RateLimiter: RetrySpacing(), PoolName: o.PoolName, SkipNameValidation: true,
+		RateLimiter: o.RateLimiter, PoolName: o.PoolName, SkipNameValidation: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stack: setup: %w", err)
@@ -309,13 +324,20 @@ func (s *Stack) Describe(ctx context.Context, name string) (sdkclient.WorkerDepl
 	return s.Temporal.WorkerDeploymentClient().GetHandle(name).Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
 }
 
-// AddVersion makes build a version of the deployment the way the seed's
-// workers do: a versioned SDK worker polls with it. It returns once the
-// version is registered and, the worker stopped, no poller of it is left
-// (a version with pollers cannot be deleted).
+// AddVersion makes build a version of the deployment through the
+// harness's own client: see the function AddVersion.
 func (s *Stack) AddVersion(ctx context.Context, deployment, build string) error {
+	return AddVersion(ctx, s.Temporal, s.o.Namespace, deployment, build)
+}
+
+// AddVersion makes build a version of the deployment in the Temporal
+// namespace ns the way the seed's workers do: a versioned SDK worker polls
+// with it through c. It returns once the version is registered and, the
+// worker stopped, no poller of it is left (a version with pollers cannot
+// be deleted).
+func AddVersion(ctx context.Context, c sdkclient.Client, ns, deployment, build string) error {
 	tq := deployment + "-tq"
-	w := worker.New(s.Temporal, tq, worker.Options{
+	w := worker.New(c, tq, worker.Options{
 		DeploymentOptions: worker.DeploymentOptions{
 			UseVersioning:             true,
 			Version:                   worker.WorkerDeploymentVersion{DeploymentName: deployment, BuildID: build},
@@ -327,7 +349,7 @@ func (s *Stack) AddVersion(ctx context.Context, deployment, build string) error 
 		return fmt.Errorf("stack: start worker of %s/%s: %w", deployment, build, err)
 	}
 	err := controlplane.WaitFor(ctx, DefaultWait, fmt.Sprintf("version %s of %s to be registered", build, deployment), func(ctx context.Context) (bool, error) {
-		d, err := s.Describe(ctx, deployment)
+		d, err := c.WorkerDeploymentClient().GetHandle(deployment).Describe(ctx, sdkclient.WorkerDeploymentDescribeOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -343,7 +365,7 @@ func (s *Stack) AddVersion(ctx context.Context, deployment, build string) error 
 		return err
 	}
 	return controlplane.WaitFor(ctx, DefaultWait, fmt.Sprintf("no pollers of %s/%s", deployment, build), func(ctx context.Context) (bool, error) {
-		n, err := s.pollers(ctx, tq, deployment+":"+build)
+		n, err := pollers(ctx, c, ns, tq, deployment+":"+build)
 		return err == nil && n == 0, nil
 	})
 }
@@ -355,9 +377,9 @@ func (s *Stack) AddVersion(ctx context.Context, deployment, build string) error 
 // the API marks deprecated and nothing replaces for a version's pollers.
 //
 //nolint:staticcheck // the server's own check before a version delete; no replacement reports a version's pollers
-func (s *Stack) pollers(ctx context.Context, tq, version string) (int, error) {
-	resp, err := s.Temporal.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
-		Namespace:      s.o.Namespace,
+func pollers(ctx context.Context, c sdkclient.Client, ns, tq, version string) (int, error) {
+	resp, err := c.WorkflowService().DescribeTaskQueue(ctx, &workflowservice.DescribeTaskQueueRequest{
+		Namespace:      ns,
 		TaskQueue:      &taskqueuepb.TaskQueue{Name: tq, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
 		ApiMode:        enumspb.DESCRIBE_TASK_QUEUE_MODE_ENHANCED,
 		Versions:       &taskqueuepb.TaskQueueVersionSelection{BuildIds: []string{version}},

@@ -122,7 +122,7 @@ func TestSDKKeepaliveDoesNotHealStall(t *testing.T) {
 // replaced by the SDK itself: seconds from Freeze to the first successful
 // call on the same client. Run it alone:
 //
-//	go test -run '^$' -bench SDKKeepaliveHealsFreeze -benchtime=1x ./faultinject/
+//	go test -run '^$' -bench SDKKeepaliveHealsFreeze -benchtime=1x ./stacktest/
 func BenchmarkSDKKeepaliveHealsFreeze(b *testing.B) {
 	ts := testenv.Temporal(b)
 	for b.Loop() {
