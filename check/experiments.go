@@ -51,8 +51,12 @@ const (
 )
 
 // defaultWindow is where kills fall before a first run measured the real
-// create or deletion time.
-const defaultWindow = 3 * time.Second
+// create or cleanup time; minWindow is the narrowest window used (a
+// cleanup of a few milliseconds still gets its kills spread).
+const (
+	defaultWindow = 3 * time.Second
+	minWindow     = 200 * time.Millisecond
+)
 
 // Names lists the experiments in the order Run runs them.
 func Names() []string {
@@ -70,7 +74,7 @@ func crashes(quick bool) int { return map[bool]int{true: 1, false: crashRuns}[qu
 
 // Experiments returns every experiment, in the order Run runs them: the
 // deletion orders first (the undisturbed all-at-once run measures the
-// windows the kills fall in).
+// creates' window, dependents-first the cleanup's: the kills fall in them).
 func Experiments() []*Experiment {
 	return []*Experiment{
 		{
@@ -78,7 +82,7 @@ func Experiments() []*Experiment {
 			Description: "the owner namespace deleted with everything in it at once",
 			Fix:         "a parent or Secret gone before its dependents' cleanup: hold (the parent and its Secret held while dependents clean up) and ledger (a record outside the namespace)",
 			runs:        once, skip: never, note: noNote,
-			run: func(ctx context.Context, r *run) error { return r.order(ctx, nil, true) },
+			run: func(ctx context.Context, r *run) error { return r.order(ctx, nil) },
 		},
 		{
 			Name:        OrderDependentsFirst,
@@ -86,15 +90,18 @@ func Experiments() []*Experiment {
 			Fix:         "a dependent's own cleanup failing with everything it needs present: lifecycle (finalizer, delete, confirm, release in that order), clientpool and errclass",
 			runs:        once, skip: never, note: noNote,
 			run: func(ctx context.Context, r *run) error {
-				return r.order(ctx, func(ctx context.Context) error {
-					for _, d := range r.dependents {
-						if err := r.deleteObject(ctx, d); err != nil {
-							return err
-						}
-					}
-					r.event("every %s deletion asked", r.dependents[0].GetKind())
-					return nil
-				}, false)
+				if err := r.setup(ctx); err != nil {
+					return err
+				}
+				if err := r.dependentsThenNamespace(ctx); err != nil {
+					return err
+				}
+				// The kills of kill-during-deletion fall within the
+				// time this undisturbed cleanup took.
+				if d := r.probe.cleanedIn(); d > 0 && len(r.res.Violations) == 0 {
+					r.st.setWindow(false, d)
+				}
+				return nil
 			},
 		},
 		{
@@ -110,7 +117,7 @@ func Experiments() []*Experiment {
 					r.event("%s %s deletion asked", r.parent.GetKind(), r.parent.GetName())
 					r.waitDeletingOrGone(ctx, r.parent)
 					return nil
-				}, false)
+				})
 			},
 		},
 		{
@@ -126,7 +133,7 @@ func Experiments() []*Experiment {
 					r.event("Secret %s deletion asked", r.secret.GetName())
 					r.waitDeletingOrGone(ctx, r.secret)
 					return nil
-				}, false)
+				})
 			},
 		},
 		{
@@ -154,7 +161,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        KillDuringDeletion,
-			Description: "the operator SIGKILLed at random moments while the namespace is deleted, restarted at once each time",
+			Description: "the operator SIGKILLed at random moments while it cleans up after the dependents' deletion, restarted at once each time; then the namespace deleted",
 			Fix:         "a delete done but not recorded, or a finalizer released before the delete was confirmed: lifecycle and ledger",
 			runs:        crashes, skip: never, note: noNote,
 			run: killDuringDeletion,
@@ -211,7 +218,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        OwnNamespace,
-			Description: "the operator's own namespace (its records, leases, keys: {{.OperatorNamespace}}) deleted together with the owner namespace, the operator running",
+			Description: "the operator's own namespace (its records, leases, keys: {{.OperatorNamespace}}) deleted with the rest while the operator runs: it, then every dependent, then the owner namespace",
 			Fix:         "state the cleanup needs deleted with the rest: ledger (records signed and kept apart) and hold; deploy the operator in a namespace of its own",
 			runs:        once, skip: never, note: noNote,
 			run: func(ctx context.Context, r *run) error {
@@ -219,7 +226,16 @@ func Experiments() []*Experiment {
 					return err
 				}
 				t0 := time.Now()
-				if err := r.deleteNamespaces(ctx, []string{r.ns, r.opNS}); err != nil {
+				if err := r.deleteNamespaces(ctx, []string{r.opNS}); err != nil {
+					return err
+				}
+				for _, d := range r.dependents {
+					if err := r.deleteObject(ctx, d); err != nil {
+						return err
+					}
+				}
+				r.event("every %s deletion asked", r.dependents[0].GetKind())
+				if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
 					return err
 				}
 				r.finish(ctx, t0, r.ns, r.opNS)
@@ -244,7 +260,7 @@ func (r *run) setup(ctx context.Context) error {
 }
 
 // order runs one deletion order: before (nil: nothing) then the namespace.
-func (r *run) order(ctx context.Context, before func(context.Context) error, measure bool) error {
+func (r *run) order(ctx context.Context, before func(context.Context) error) error {
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
@@ -258,9 +274,6 @@ func (r *run) order(ctx context.Context, before func(context.Context) error, mea
 		return err
 	}
 	r.finish(ctx, t0, r.ns)
-	if measure && len(r.res.Violations) == 0 {
-		r.st.setWindow(false, time.Duration(r.res.Finish))
-	}
 	return nil
 }
 
@@ -318,7 +331,7 @@ func killDuringCreates(ctx context.Context, r *run) error {
 	if err := r.begin(ctx); err != nil {
 		return err
 	}
-	window := r.st.window(true, defaultWindow)
+	window := max(r.st.window(true, defaultWindow), minWindow)
 	moments := r.killMoments(r.kills(), window)
 	r.event("kills drawn at %v within the creates' window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
@@ -336,14 +349,20 @@ func killDuringDeletion(ctx context.Context, r *run) error {
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
-	window := r.st.window(false, defaultWindow)
+	window := max(r.st.window(false, defaultWindow), minWindow)
 	moments := r.killMoments(r.kills(), window)
-	r.event("kills drawn at %v within the deletion's window of %s", moments, window.Round(10*time.Millisecond))
+	r.event("kills drawn at %v within the external cleanup's window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
-	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
+	for _, d := range r.dependents {
+		if err := r.deleteObject(ctx, d); err != nil {
+			return err
+		}
+	}
+	r.event("every %s deletion asked", r.dependents[0].GetKind())
+	if err := r.killAt(ctx, t0, moments); err != nil {
 		return err
 	}
-	if err := r.killAt(ctx, t0, moments); err != nil {
+	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
 		return err
 	}
 	r.finish(ctx, t0, r.ns)

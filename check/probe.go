@@ -21,10 +21,13 @@ const probeTimeout = 30 * time.Second
 type prober struct {
 	r *run
 
-	mu   sync.Mutex // guards base, seen, last
+	mu   sync.Mutex // guards base, seen, last, deleting and clean
 	base map[string]bool
 	seen map[string]bool
 	last map[string]bool
+	// deleting is when the run asked for its first deletion; clean when
+	// the probe first listed none of the run's resources after it.
+	deleting, clean time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -134,8 +137,32 @@ func (p *prober) current(ctx context.Context) ([]string, error) {
 		}
 	}
 	p.last = now
+	if len(out) == 0 && !p.deleting.IsZero() && p.clean.IsZero() {
+		p.clean = time.Now()
+	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// deletionAsked marks the run's first deletion.
+func (p *prober) deletionAsked() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleting.IsZero() {
+		p.deleting = time.Now()
+	}
+}
+
+// cleanedIn is how long the external cleanup took: from the first
+// deletion to the first listing without the run's resources (0 if it
+// never came).
+func (p *prober) cleanedIn() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.clean.IsZero() {
+		return 0
+	}
+	return p.clean.Sub(p.deleting)
 }
 
 // count is how many of the run's identities the probe lists now.

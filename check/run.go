@@ -446,7 +446,27 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 	}
 	d := time.Since(t0)
 	r.event("ready: the probe lists the %d external resources%s (%s)", r.res.Expected, condSuffix(r.spec.Dependents.ReadyCondition), d.Round(10*time.Millisecond))
+	r.settle(ctx)
 	return d, true
+}
+
+// settle samples the probe until what it lists of the run has not changed
+// for two sampling intervals, so that a late create (a duplicate made
+// after the count was reached) is seen before anything is deleted.
+func (r *run) settle(ctx context.Context) {
+	every := r.spec.probeEvery()
+	var last []string
+	stable := time.Now()
+	_ = controlplane.WaitFor(ctx, r.spec.readyTimeout(), "the external resources to settle", func(ctx context.Context) (bool, error) {
+		ids, err := r.probe.current(ctx)
+		if err != nil {
+			return false, nil
+		}
+		if !slices.Equal(ids, last) {
+			last, stable = ids, time.Now()
+		}
+		return time.Since(stable) >= 2*every, nil
+	})
 }
 
 func condSuffix(c string) string {
@@ -477,6 +497,7 @@ func (r *run) conditionTrue(ctx context.Context, o *unstructured.Unstructured, t
 
 // deleteObject asks for one object's deletion.
 func (r *run) deleteObject(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
+	r.probe.deletionAsked()
 	if err := r.st.c.Delete(ctx, o, opts...); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 	}
@@ -485,6 +506,7 @@ func (r *run) deleteObject(ctx context.Context, o client.Object, opts ...client.
 
 // deleteNamespaces asks for the namespaces' deletion.
 func (r *run) deleteNamespaces(ctx context.Context, names []string, opts ...client.DeleteOption) error {
+	r.probe.deletionAsked()
 	for _, n := range names {
 		if err := r.st.c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, opts...); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete namespace %s: %w", n, err)

@@ -1,13 +1,18 @@
 package check
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,14 +252,109 @@ func Load(path string) (*Spec, error) {
 // dir, and checks it.
 func Parse(data []byte, dir string) (*Spec, error) {
 	var s Spec
-	if err := yaml.UnmarshalStrict(data, &s); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrSpec, strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
+	if err := decodeStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
 	}
 	s.dir = dir
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// decodeStrict decodes YAML into v, refusing unknown fields (named by
+// their path: operator.comand) and values of the wrong type (named too).
+func decodeStrict(data []byte, v any) error {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("not YAML: %w", err)
+	}
+	var generic any
+	if err := json.Unmarshal(j, &generic); err != nil {
+		return err
+	}
+	if unknown := unknownFields(generic, reflect.TypeOf(v).Elem(), ""); len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%s: a %s, want %s", te.Field, te.Value, kindName(te.Type))
+		}
+		return err
+	}
+	return nil
+}
+
+// kindName says what a Go type is in YAML's words.
+func kindName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(metav1.Duration{}):
+		return "a duration (40s, 2m)"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "a mapping"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "an integer"
+	}
+	return t.Kind().String()
+}
+
+// unknownFields lists the keys of v that t (a struct, through its json
+// tags) does not have, with their paths.
+func unknownFields(v any, t reflect.Type, path string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		l, _ := v.([]any)
+		var out []string
+		for i, e := range l {
+			out = append(out, unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	case reflect.Struct:
+		if t == reflect.TypeOf(metav1.Duration{}) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	var out []string
+	for k, e := range m {
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		ft, ok := fields[k]
+		if !ok {
+			out = append(out, strconv.Quote(p))
+			continue
+		}
+		out = append(out, unknownFields(e, ft, p)...)
+	}
+	return out
 }
 
 // SetDir sets the directory relative paths are resolved against (a Spec

@@ -10,10 +10,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/finale-dev/finale/check"
 )
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard()) // the report says what happened; the operator logs to its own file
+	os.Exit(m.Run())
+}
 
 // build compiles a command of this module into dir.
 func build(t *testing.T, dir, pkg string) string {
