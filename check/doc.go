@@ -50,21 +50,27 @@
 //     or after the dependents, the parent, the Secret; or the parent and
 //     the namespace deleted with propagationPolicy Foreground;
 //   - kill-during-creates, kill-during-deletion: the operator SIGKILLed at
-//     random moments (seeded) within the time the creates, or a namespace
-//     deletion, took in the first undisturbed run, and restarted at once;
+//     random moments (seeded) within the time the creates took in the
+//     all-at-once run, or the dependents' cleanup in the dependents-first
+//     run, and restarted at once;
 //   - operator-down: the operator killed, the namespace deleted, the
 //     operator kept down past timeouts.hold, then started again;
 //   - transport-freeze, transport-stall: the operator's established
 //     connections to the external service frozen (TCP: open and silent),
-//     or stalled (HTTP/2: PINGs answered, nothing else), new ones served,
-//     then the dependents and the namespace deleted, the fault on;
+//     or stalled (HTTP/2: PINGs answered, nothing else), new ones served;
 //   - stale-apiserver: a second kube-apiserver on the same etcd behind a
 //     lagging link (controlplane's APIServers); the operator's cache lists
 //     and watches through it when it takes a second kubeconfig
 //     ({{.CacheKubeconfig}}), otherwise everything it does goes through it
 //     (the report says so);
-//   - own-namespace: the operator's namespace deleted together with the
-//     owner namespace while the operator runs.
+//   - own-namespace: the operator's namespace deleted, then the
+//     dependents, then the owner namespace, the operator running.
+//
+// Each experiment isolates its fault: those that are not about the order
+// (the kills, the transport, the stale view, the operator's namespace)
+// delete the dependents first and the namespace after, the order in which
+// nothing the cleanup needs is missing, so that an operator without a
+// hold breaks the order experiments and not every other one too.
 //
 // # Invariants and verdicts
 //

@@ -86,7 +86,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        OrderDependentsFirst,
-			Description: "every dependent deleted, then the namespace",
+			Description: "every dependent deleted and, once they are gone, the namespace",
 			Fix:         "a dependent's own cleanup failing with everything it needs present: lifecycle (finalizer, delete, confirm, release in that order), clientpool and errclass",
 			runs:        once, skip: never, note: noNote,
 			run: func(ctx context.Context, r *run) error {
@@ -154,7 +154,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        KillDuringCreates,
-			Description: "the operator SIGKILLed at random moments while it creates, restarted at once each time; then the dependents deleted, then the namespace",
+			Description: "the operator SIGKILLed at random moments while it creates, restarted at once each time; then the dependents deleted and, once they are gone, the namespace",
 			Fix:         "a create repeated or lost across a crash: ledger (a record written before the create) and lifecycle (adoption by ownership tag)",
 			runs:        crashes, skip: never, note: noNote,
 			run: killDuringCreates,
@@ -181,7 +181,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        TransportFreeze,
-			Description: "the operator's established connections to the external service frozen (open, silent; new connections work), then the dependents deleted, then the namespace",
+			Description: "the operator's established connections to the external service frozen (open, silent; new connections work), then the dependents deleted and, once they are gone, the namespace",
 			Fix:         "a cached client reused forever: clientpool (calls bounded, the broken client evicted and redialled) and errclass",
 			runs:        once, skip: never, note: noNote,
 			run: func(ctx context.Context, r *run) error {
@@ -190,7 +190,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        TransportStall,
-			Description: "the operator's established HTTP/2 connections stalled (PINGs answered, nothing else; new connections work), then the dependents deleted, then the namespace",
+			Description: "the operator's established HTTP/2 connections stalled (PINGs answered, nothing else; new connections work), then the dependents deleted and, once they are gone, the namespace",
 			Fix:         "a cached HTTP/2 client whose keepalive is fooled: clientpool (calls bounded, evicted on a timeout) and errclass",
 			runs:        once, note: noNote,
 			skip: func(s *Spec) string {
@@ -205,7 +205,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        StaleAPIServer,
-			Description: "the operator's view stale: its cache lists and watches through a second kube-apiserver whose etcd link lags (stale.lag) while it creates, then while the dependents are deleted, then the namespace",
+			Description: "the operator's view stale: its cache lists and watches through a second kube-apiserver whose etcd link lags (stale.lag) while it creates, then while the dependents are deleted; once they are gone, the namespace",
 			Fix:         "a decision taken on a cached view: lifecycle (live reads before irreversible steps), hold (a live count of dependents before a release)",
 			runs:        once, skip: never,
 			run: staleAPIServer,
@@ -218,7 +218,7 @@ func Experiments() []*Experiment {
 		},
 		{
 			Name:        OwnNamespace,
-			Description: "the operator's own namespace (its records, leases, keys: {{.OperatorNamespace}}) deleted with the rest while the operator runs: it, then every dependent, then the owner namespace",
+			Description: "the operator's own namespace (its records, leases, keys: {{.OperatorNamespace}}) deleted with the rest while the operator runs: it, then every dependent, then (once they are gone) the owner namespace",
 			Fix:         "state the cleanup needs deleted with the rest: ledger (records signed and kept apart) and hold; deploy the operator in a namespace of its own",
 			runs:        once, skip: never, note: noNote,
 			run: func(ctx context.Context, r *run) error {
@@ -229,17 +229,10 @@ func Experiments() []*Experiment {
 				if err := r.deleteNamespaces(ctx, []string{r.opNS}); err != nil {
 					return err
 				}
-				for _, d := range r.dependents {
-					if err := r.deleteObject(ctx, d); err != nil {
-						return err
-					}
-				}
-				r.event("every %s deletion asked", r.dependents[0].GetKind())
-				if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
+				if err := r.deleteDependents(ctx); err != nil {
 					return err
 				}
-				r.finish(ctx, t0, r.ns, r.opNS)
-				return nil
+				return r.namespaceAfterDependents(ctx, t0, r.opNS)
 			},
 		},
 	}
@@ -353,20 +346,13 @@ func killDuringDeletion(ctx context.Context, r *run) error {
 	moments := r.killMoments(r.kills(), window)
 	r.event("kills drawn at %v within the external cleanup's window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
-	for _, d := range r.dependents {
-		if err := r.deleteObject(ctx, d); err != nil {
-			return err
-		}
+	if err := r.deleteDependents(ctx); err != nil {
+		return err
 	}
-	r.event("every %s deletion asked", r.dependents[0].GetKind())
 	if err := r.killAt(ctx, t0, moments); err != nil {
 		return err
 	}
-	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
-		return err
-	}
-	r.finish(ctx, t0, r.ns)
-	return nil
+	return r.namespaceAfterDependents(ctx, t0)
 }
 
 // downMargin is how far past timeouts.hold the operator stays down.
@@ -423,21 +409,42 @@ func (r *run) transport(ctx context.Context, stall bool) error {
 	return r.dependentsThenNamespace(ctx)
 }
 
-// dependentsThenNamespace deletes every dependent, then the namespace:
-// the order in which nothing is missing for the cleanup, so that what
-// breaks is the experiment's fault, not the order.
+// dependentsThenNamespace deletes every dependent, waits until they are
+// gone, then deletes the namespace: the order in which nothing the
+// cleanup needs is missing, so that what breaks is the experiment's fault,
+// not the order.
 func (r *run) dependentsThenNamespace(ctx context.Context) error {
 	t0 := time.Now()
+	if err := r.deleteDependents(ctx); err != nil {
+		return err
+	}
+	return r.namespaceAfterDependents(ctx, t0)
+}
+
+func (r *run) deleteDependents(ctx context.Context) error {
 	for _, d := range r.dependents {
 		if err := r.deleteObject(ctx, d); err != nil {
 			return err
 		}
 	}
 	r.event("every %s deletion asked", r.dependents[0].GetKind())
+	return nil
+}
+
+// namespaceAfterDependents waits until the dependents are gone (within
+// timeouts.finish from t0), then deletes the namespace and finishes.
+func (r *run) namespaceAfterDependents(ctx context.Context, t0 time.Time, also ...string) error {
+	kind := r.dependents[0].GetKind()
+	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), append([]string{r.ns}, also...)) {
+		r.leaks(ctx, t0, false)
+		r.duplicates()
+		return nil
+	}
+	r.event("every %s gone", kind)
 	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
 		return err
 	}
-	r.finish(ctx, t0, r.ns)
+	r.finish(ctx, t0, append([]string{r.ns}, also...)...)
 	return nil
 }
 

@@ -441,7 +441,7 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 	}
 	if err != nil {
 		r.checkAlive()
-		r.violate(Ready, "not ready within %s: %s", r.spec.readyTimeout(), last)
+		r.violate(Ready, "not ready within %s: %s; %s", r.spec.readyTimeout(), last, r.conditions(ctx))
 		return 0, false
 	}
 	d := time.Since(t0)
@@ -467,6 +467,31 @@ func (r *run) settle(ctx context.Context) {
 		}
 		return time.Since(stable) >= 2*every, nil
 	})
+}
+
+// conditions summarizes each dependent's status conditions: what the
+// operator says about the ones that are not ready.
+func (r *run) conditions(ctx context.Context) string {
+	var parts []string
+	for _, d := range r.dependents {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(d.GroupVersionKind())
+		if err := r.st.c.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil {
+			parts = append(parts, fmt.Sprintf("%s %s: %v", d.GetKind(), d.GetName(), err))
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		var cs []string
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			cs = append(cs, fmt.Sprintf("%v=%v (%v: %v)", m["type"], m["status"], m["reason"], m["message"]))
+		}
+		if len(cs) == 0 {
+			cs = append(cs, "no conditions")
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %s", d.GetKind(), d.GetName(), strings.Join(cs, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func condSuffix(c string) string {
@@ -533,48 +558,55 @@ func (r *run) waitDeletingOrGone(ctx context.Context, o *unstructured.Unstructur
 // new, within timeouts.finish from since, and records the invariants:
 // finished, no-leak, no-duplicate.
 func (r *run) finish(ctx context.Context, since time.Time, namespaces ...string) {
-	bound := r.spec.finish()
-	deadline := since.Add(bound)
-	gone := func(ctx context.Context) (bool, error) {
+	what := "namespace(s) " + strings.Join(namespaces, ", ")
+	finished := r.waitEnd(ctx, since, what, func(ctx context.Context) (bool, error) {
 		for _, n := range namespaces {
 			err := r.st.c.Get(ctx, client.ObjectKey{Name: n}, &corev1.Namespace{})
-			if err == nil {
-				return false, nil
-			}
-			if !apierrors.IsNotFound(err) {
-				return false, nil // a transient error: look again
+			if err == nil || !apierrors.IsNotFound(err) {
+				return false, nil // there, or a transient error: look again
 			}
 		}
 		return true, nil
-	}
-	err := controlplane.WaitFor(ctx, time.Until(deadline), "the namespaces to go", gone)
-	if ctx.Err() != nil {
-		return
-	}
-	finished := err == nil
+	}, namespaces)
 	if finished {
 		r.res.Finish = Duration(time.Since(since))
-		r.event("namespace(s) %s gone (%s after the deletion)", strings.Join(namespaces, ", "), r.res.Finish)
-	} else {
-		left, conds, lerr := r.st.leftovers(ctx, namespaces...)
-		if lerr != nil {
-			r.note("listing what was left failed: %v", lerr)
-		}
-		for _, l := range left {
-			r.res.LeftBehind = append(r.res.LeftBehind, Object{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name, Deleting: Duration(l.Deleting), Finalizers: l.Finalizers})
-		}
-		r.res.Conditions = conds
-		r.checkAlive()
-		r.violate(Finished, "namespace(s) %s not gone %s after the deletion: %s", strings.Join(namespaces, ", "), bound, summarize(left))
+		r.event("%s gone (%s after the deletion)", what, r.res.Finish)
 	}
-	// Leaks: the probe must list nothing of the run's, within the same
-	// bound (a sweeper may finish after the namespaces went); a run whose
-	// deletion did not finish gets one look.
-	var leaked []string
-	wait := max(time.Until(deadline), 0)
+	r.leaks(ctx, since, finished)
+	r.duplicates()
+}
+
+// waitEnd waits until done, within timeouts.finish from since; otherwise
+// it lists what is left in the namespaces and records a finished
+// violation naming it. It reports whether done came.
+func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done func(context.Context) (bool, error), namespaces []string) bool {
+	bound := r.spec.finish()
+	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(bound)), time.Millisecond), what+" to go", done)
+	if ctx.Err() != nil || err == nil {
+		return err == nil
+	}
+	left, conds, lerr := r.st.leftovers(ctx, namespaces...)
+	if lerr != nil {
+		r.note("listing what was left failed: %v", lerr)
+	}
+	for _, l := range left {
+		r.res.LeftBehind = append(r.res.LeftBehind, Object{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name, Deleting: Duration(l.Deleting), Finalizers: l.Finalizers})
+	}
+	r.res.Conditions = conds
+	r.checkAlive()
+	r.violate(Finished, "%s not gone %s after the deletion: %s", what, bound, summarize(left))
+	return false
+}
+
+// leaks records the no-leak invariant: the probe must list nothing of the
+// run's within timeouts.finish from since (a sweeper may finish after the
+// namespaces went); a run whose deletion did not finish gets one look.
+func (r *run) leaks(ctx context.Context, since time.Time, finished bool) {
+	wait := max(time.Until(since.Add(r.spec.finish())), 0)
 	if !finished {
 		wait = 0
 	}
+	var leaked []string
 	perr := controlplane.WaitFor(ctx, max(wait, time.Millisecond), "nothing left in the external service", func(ctx context.Context) (bool, error) {
 		ids, err := r.probe.current(ctx)
 		if err != nil {
@@ -583,20 +615,36 @@ func (r *run) finish(ctx context.Context, since time.Time, namespaces ...string)
 		leaked = ids
 		return len(ids) == 0, nil
 	})
-	if perr != nil && ctx.Err() == nil {
-		if leaked == nil {
-			if ids, err := r.probe.current(ctx); err == nil {
-				leaked = ids
-			} else {
-				r.note("the probe failed at the end: %v", err)
+	if perr == nil || ctx.Err() != nil {
+		return
+	}
+	if leaked == nil {
+		ids, err := r.probe.current(ctx)
+		if err != nil {
+			r.note("the probe failed at the end: %v", err)
+			return
+		}
+		leaked = ids
+	}
+	if len(leaked) > 0 {
+		r.res.Leaked = leaked
+		r.violate(NoLeak, "%d external resource(s) left: %s", len(leaked), strings.Join(firstN(leaked, 5), "; "))
+	}
+}
+
+// objectsGone reports whether every object is gone.
+func (r *run) objectsGone(objs []*unstructured.Unstructured) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		for _, o := range objs {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(o.GroupVersionKind())
+			err := r.st.c.Get(ctx, client.ObjectKeyFromObject(o), got)
+			if err == nil || !apierrors.IsNotFound(err) {
+				return false, nil
 			}
 		}
-		if len(leaked) > 0 {
-			r.res.Leaked = leaked
-			r.violate(NoLeak, "%d external resource(s) left: %s", len(leaked), strings.Join(firstN(leaked, 5), "; "))
-		}
+		return true, nil
 	}
-	r.duplicates()
 }
 
 // duplicates compares what the probe saw with what the objects make.

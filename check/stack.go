@@ -327,6 +327,9 @@ func (st *stack) leftovers(ctx context.Context, namespaces ...string) ([]leftove
 	})
 	var conds []string
 	for _, ns := range namespaces {
+		if st.c == nil {
+			break // Release's stack reads metadata only
+		}
 		var n corev1.Namespace
 		if err := st.c.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
 			continue
