@@ -2,6 +2,7 @@ package check_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -181,3 +182,30 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// An operator that never makes its resources in the first, undisturbed run
+// is an error of the check (exit 1), with what the dependents say, not a
+// verdict every later run would wait its ready timeout for.
+func TestNeverReady(t *testing.T) {
+	svc, err := service.Start("", service.Options{Token: toyToken, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	spec := &check.Spec{
+		Operator: check.Operator{Start: func(ctx context.Context, _ check.OperatorEnv) error { <-ctx.Done(); return nil }},
+		CRDs:     []string{"../examples/keys/config/crd/keys.finale.dev_apikeys.yaml", "../examples/keys/config/crd/keys.finale.dev_keyservers.yaml"},
+		Faults:   []check.FaultPoint{{Name: "keys", Address: svc.Addr()}},
+		Parent: check.Parent{
+			Secret: "{apiVersion: v1, kind: Secret, metadata: {name: token}}",
+			Object: `{apiVersion: keys.finale.dev/v1alpha1, kind: KeyServer, metadata: {name: keys}, spec: {url: "http://{{.Proxy "keys"}}", tokenSecretRef: {name: token}}}`,
+		},
+		Dependents: check.Dependents{Count: 1, Template: "{apiVersion: keys.finale.dev/v1alpha1, kind: APIKey, metadata: {name: k}, spec: {name: k, keyServerRef: {name: keys}}}"},
+		Probe:      check.Probe{Func: func(context.Context, check.Values) ([]string, error) { return nil, nil }},
+		Timeouts:   check.Timeouts{Ready: metav1Duration(3 * time.Second), Finish: metav1Duration(20 * time.Second)},
+	}
+	_, err = check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}})
+	if !errors.Is(err, check.ErrNeverReady) || !strings.Contains(err.Error(), "the probe lists 0 of 1 external resources; APIKey k: no conditions") {
+		t.Fatalf("Run = %v, want ErrNeverReady naming the count and the APIKey's conditions", err)
+	}
+}

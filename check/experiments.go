@@ -468,5 +468,11 @@ func staleAPIServer(ctx context.Context, r *run) error {
 	return r.dependentsThenNamespace(ctx)
 }
 
+// faultsCreates reports whether the experiment disturbs the creates (so
+// that a run not ready says nothing about the description).
+func (e *Experiment) faultsCreates() bool {
+	return e.Name == KillDuringCreates || e.Name == StaleAPIServer
+}
+
 // String names the experiment.
 func (e *Experiment) String() string { return fmt.Sprintf("%s: %s", e.Name, e.Description) }

@@ -46,6 +46,11 @@ type Options struct {
 	Command string
 }
 
+// ErrNeverReady is returned when the check's first run, undisturbed,
+// never saw the operator make its resources: a description or operator to
+// fix before any experiment means anything.
+var ErrNeverReady = errors.New("check: the operator never made its resources in the first run")
+
 // ErrUnknownExperiment is returned for a name in Options.Only that
 // Experiments does not list.
 var ErrUnknownExperiment = errors.New("check: unknown experiment")
@@ -86,6 +91,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 	defer st.close()
 	rep.Setup = Duration(time.Since(t0))
 	rep.Notes = append(rep.Notes, noteResults)
+	first := true
 	for _, e := range exps {
 		res := Result{Name: e.Name, Description: e.Description, Fix: e.Fix}
 		if reason := e.skip(spec); reason != "" {
@@ -103,6 +109,14 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 			if err != nil {
 				return rep, fmt.Errorf("%s (seed %d): %w", e.Name, seed, err)
 			}
+			if first && !e.faultsCreates() {
+				if v, ok := r.violation(Ready); ok {
+					// Nothing disturbed these creates: every other run
+					// would wait its ready timeout for nothing.
+					return rep, fmt.Errorf("%w: %s (seed %d): %s; the operator's log, last lines:\n%s", ErrNeverReady, e.Name, seed, v.Detail, r.OperatorLog)
+				}
+			}
+			first = false
 			if r.Verdict == Broke {
 				res.Verdict = Broke
 			}
@@ -224,6 +238,16 @@ func (r *run) fault(format string, args ...any) {
 	f := fmt.Sprintf(format, args...)
 	r.res.Faults = append(r.res.Faults, f)
 	r.event("fault: %s", f)
+}
+
+// violation returns the run's first violation of inv.
+func (r RunReport) violation(inv Invariant) (Violation, bool) {
+	for _, v := range r.Violations {
+		if v.Invariant == inv {
+			return v, true
+		}
+	}
+	return Violation{}, false
 }
 
 func (r *run) violate(inv Invariant, format string, args ...any) {
