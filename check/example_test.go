@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"testing"
 
 	"github.com/finale-dev/finale/check"
 )
@@ -57,4 +58,32 @@ probe:
 	// check: invalid description: unknown field "operator.comand"
 	// check: invalid description:
 	//   operator.command[1]: template: operator.command[1]:1:7: executing "operator.command[1]" at <.Proxy>: error calling Proxy: no fault point "dbb" (faults: db)
+}
+
+// A description built in Go, for an operator run in-process (its manager's
+// Start) with a probe function; Test fails the test, with the Markdown
+// report, when an experiment broke. (t is the test's *testing.T.)
+func Example_inProcess() {
+	var t *testing.T // the test's
+	spec := &check.Spec{
+		Operator: check.Operator{Start: func(ctx context.Context, e check.OperatorEnv) error {
+			// mgr, _ := ctrl.NewManager(e.Config, ...); set the operator up,
+			// dialling e.Values.Proxy("api"); return mgr.Start(ctx)
+			<-ctx.Done()
+			return nil
+		}},
+		CRDs:   []string{"config/crd/bases"},
+		Faults: []check.FaultPoint{{Name: "api", Address: "127.0.0.1:8080"}},
+		Parent: check.Parent{
+			Secret: `{apiVersion: v1, kind: Secret, metadata: {name: creds}, stringData: {token: t0k3n}}`,
+			Object: `{apiVersion: example.com/v1, kind: Connection, metadata: {name: conn}, spec: {url: "http://{{.Proxy "api"}}"}}`,
+		},
+		Dependents: check.Dependents{Count: 3, ReadyCondition: "Ready",
+			Template: `{apiVersion: example.com/v1, kind: Widget, metadata: {name: w-{{.Index}}}, spec: {connection: conn}}`},
+		Probe: check.Probe{Func: func(ctx context.Context, v check.Values) ([]string, error) {
+			return []string{"widget-1"}, nil // what the service holds
+		}},
+	}
+	rep := check.Test(t, spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.TransportFreeze}})
+	_ = rep.Verdicts()
 }
