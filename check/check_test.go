@@ -143,7 +143,7 @@ func TestForgetfulOperator(t *testing.T) {
 		}},
 		Timeouts: check.Timeouts{Finish: metav1Duration(20 * time.Second)},
 	}
-	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Seed: 3, Only: []string{check.OrderDependentsFirst, check.KillDuringCreates}, Progress: testLog{t}})
+	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Seed: 3, Only: []string{check.OrderDependentsFirst, check.KillDuringCreates}, Progress: testLog{t}, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestNeverReady(t *testing.T) {
 		Probe:      check.Probe{Func: func(context.Context, check.Values) ([]string, error) { return nil, nil }},
 		Timeouts:   check.Timeouts{Ready: metav1Duration(3 * time.Second), Finish: metav1Duration(20 * time.Second)},
 	}
-	_, err = check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}})
+	_, err = check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}, WorkDir: t.TempDir()})
 	if !errors.Is(err, check.ErrNeverReady) || !strings.Contains(err.Error(), "the probe lists 0 of 1 external resources; APIKey k: no conditions") {
 		t.Fatalf("Run = %v, want ErrNeverReady naming the count and the APIKey's conditions", err)
 	}

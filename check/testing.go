@@ -5,15 +5,18 @@ import (
 	"testing"
 )
 
-// Test runs Run from a Go test, with t's context and progress in t's log,
-// and fails t with the report in Markdown (each broken run's
-// reproduction, what it left and its timeline) when an experiment broke
-// or the check could not run. It returns the report for further
-// assertions.
+// Test runs Run from a Go test, with t's context, progress in t's log and
+// the logs in a directory of t's, and fails t with the report in Markdown
+// (each broken run's reproduction, what it left, its timeline and the end
+// of the operator's log) when an experiment broke or the check could not
+// run. It returns the report for further assertions.
 func Test(t testing.TB, spec *Spec, opts Options) Report {
 	t.Helper()
 	if opts.Progress == nil {
 		opts.Progress = testLog{t}
+	}
+	if opts.WorkDir == "" {
+		opts.WorkDir = t.TempDir() // the report carries the end of each broken run's log
 	}
 	rep, err := Run(t.Context(), spec, opts)
 	if err != nil {

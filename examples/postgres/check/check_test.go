@@ -83,7 +83,7 @@ func TestNaiveBuildBreaks(t *testing.T) {
 	// A naive run that leaks waits the whole bound for a cleanup that
 	// never comes; a shorter one keeps the test short.
 	spec.Timeouts.Finish.Duration = spec.Timeouts.Finish.Duration / 3
-	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Seed: 1, Progress: testWriter{t}})
+	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Seed: 1, Progress: testWriter{t}, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func spec(t *testing.T, naive bool) *check.Spec {
 func TestStallThroughCheck(t *testing.T) {
 	for _, naive := range []bool{false, true} {
 		t.Run(map[bool]string{false: "guarded", true: "naive"}[naive], func(t *testing.T) {
-			rep, err := check.Run(t.Context(), spec(t, naive), check.Options{Quick: true, Seed: 1, Only: []string{check.TransportStall}, Progress: testLog{t}})
+			rep, err := check.Run(t.Context(), spec(t, naive), check.Options{Quick: true, Seed: 1, Only: []string{check.TransportStall}, Progress: testLog{t}, WorkDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
