@@ -169,7 +169,7 @@ func TestForgetfulOperator(t *testing.T) {
 	if run.Duplicates == 0 || len(run.Leaked) == 0 || run.Kills != 2 {
 		t.Errorf("duplicates %d, leaked %d, kills %d; want duplicates and leaks after 2 kills", run.Duplicates, len(run.Leaked), run.Kills)
 	}
-	if want := "finale check -f operator.yaml --seed 3 --only kill-during-creates --runs 1 --quick"; run.Reproduce != want {
+	if want := "finale check -f operator.yaml --seed 3 --only kill-during-creates --runs 1 --quick --kill-window 3s"; run.Reproduce != want {
 		t.Errorf("Reproduce = %q, want %q", run.Reproduce, want)
 	}
 }

@@ -296,6 +296,20 @@ func (r *run) killMoments(n int, window time.Duration) []time.Duration {
 	return out
 }
 
+// killWindow is the window the kills fall in: Options.KillWindow, else
+// the one measured in this check's first runs (creates or cleanup), else
+// defaultWindow. The reproduction names it, so that the same seed draws
+// the same moments.
+func (r *run) killWindow(creates bool) time.Duration {
+	w := r.opts.KillWindow
+	if w <= 0 {
+		w = max(r.st.window(creates, defaultWindow), minWindow)
+	}
+	w = w.Round(time.Millisecond)
+	r.res.Reproduce += " --kill-window " + w.String()
+	return w
+}
+
 func (r *run) kills() int {
 	if r.opts.Quick {
 		return quickKillsPerRun
@@ -324,7 +338,7 @@ func killDuringCreates(ctx context.Context, r *run) error {
 	if err := r.begin(ctx); err != nil {
 		return err
 	}
-	window := max(r.st.window(true, defaultWindow), minWindow)
+	window := r.killWindow(true)
 	moments := r.killMoments(r.kills(), window)
 	r.event("kills drawn at %v within the creates' window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
@@ -342,7 +356,7 @@ func killDuringDeletion(ctx context.Context, r *run) error {
 	if err := r.setup(ctx); err != nil {
 		return err
 	}
-	window := max(r.st.window(false, defaultWindow), minWindow)
+	window := r.killWindow(false)
 	moments := r.killMoments(r.kills(), window)
 	r.event("kills drawn at %v within the external cleanup's window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()

@@ -44,6 +44,11 @@ type Options struct {
 	// Command is how reproductions name the command (for instance
 	// "finale check -f operator.yaml"); empty is that with the spec's file.
 	Command string
+	// KillWindow, when positive, is the window the crash experiments'
+	// kills fall in, instead of the creates' and the cleanup's times
+	// measured by the check's first runs; a reproduction sets it to the
+	// window of the run it reproduces.
+	KillWindow time.Duration
 }
 
 // ErrNeverReady is returned when the check's first run, undisturbed,

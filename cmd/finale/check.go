@@ -45,6 +45,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	reportPath := fs.String("report", "", "also write a report with the timeline of each broken run: a .md (Markdown) or .html file")
 	only := fs.String("only", "", "comma-separated experiments to run; empty is all")
 	runs := fs.Int("runs", 0, "runs per experiment; 0 is the mode's (crash experiments: 3, or 1 with --quick; others 1)")
+	killWindow := fs.Duration("kill-window", 0, "the window the crash experiments' kills fall in; 0 is the creates' and the cleanup's times measured by the first runs (a reproduction names the window of its run)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -66,6 +67,9 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	if *runs < 0 {
 		return fmt.Errorf("check: --runs %d: want 0 or more", *runs)
 	}
+	if *killWindow < 0 {
+		return fmt.Errorf("check: --kill-window %s: want 0 or more", *killWindow)
+	}
 	// The operator under test runs as a process with its own log;
 	// controller-runtime's packages check uses must not warn that this
 	// process set no logger.
@@ -74,7 +78,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	opts := check.Options{Quick: *quick, Seed: *seed, Runs: *runs, Progress: os.Stderr, Command: "finale check -f " + *file}
+	opts := check.Options{Quick: *quick, Seed: *seed, Runs: *runs, KillWindow: *killWindow, Progress: os.Stderr, Command: "finale check -f " + *file}
 	if *quiet {
 		opts.Progress = nil
 	}
