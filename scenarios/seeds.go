@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/finale-dev/finale/check"
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 )
@@ -51,41 +51,7 @@ func (w *world) checkEnd(ctx context.Context, r *Result, u Untagged) error {
 // naive run that got stuck does not hold its namespace (or feed the next
 // operator) forever.
 func (w *world) release(ctx context.Context, ns string) error {
-	lists := []client.ObjectList{&v1alpha1.RoleList{}, &v1alpha1.DatabaseList{}, &v1alpha1.ServerList{}, &corev1.SecretList{}}
-	for _, l := range lists {
-		if err := w.c.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		var objs []client.Object
-		switch l := l.(type) {
-		case *v1alpha1.RoleList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *v1alpha1.DatabaseList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *v1alpha1.ServerList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		case *corev1.SecretList:
-			for i := range l.Items {
-				objs = append(objs, &l.Items[i])
-			}
-		}
-		for _, o := range objs {
-			if len(o.GetFinalizers()) == 0 {
-				continue
-			}
-			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
-			if err := client.IgnoreNotFound(w.c.Patch(ctx, o, patch)); err != nil {
-				return fmt.Errorf("release %s/%s: %w", ns, o.GetName(), err)
-			}
-		}
-	}
-	return nil
+	return check.Release(ctx, w.env.ControlPlane.Config, ns)
 }
 
 // runPoisoned is G1: the operator's established connection goes silent

@@ -338,6 +338,8 @@ func exitCode(err error) int {
 		return exitFindings
 	case errors.Is(err, errPending):
 		return exitPending
+	case errors.Is(err, errViolation):
+		return exitFindings
 	}
 	return exitError
 }

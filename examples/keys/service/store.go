@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -60,6 +61,20 @@ func loadDeployment(dir string) (string, error) {
 		return "", fmt.Errorf("service: %w", err)
 	}
 	return id, nil
+}
+
+// ReadKeys reads the keys a data directory holds, sorted by ID, without
+// starting a service: an admin's listing of everything the service keeps
+// (the HTTP API lists by tag only). It is safe while a service runs on
+// the directory, since every change replaces the file at once. A directory
+// without keys holds none.
+func ReadKeys(dir string) ([]Key, error) {
+	var kf keysFile
+	if err := readJSON(filepath.Join(dir, KeysFile), &kf); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(kf.Keys, func(a, b Key) int { return strings.Compare(a.ID, b.ID) })
+	return kf.Keys, nil
 }
 
 // readJSON decodes path into v; a missing file leaves v as it is.

@@ -6,6 +6,11 @@
 //
 // It prints the URL it serves once it listens, and stops on SIGINT or
 // SIGTERM. The bearer token comes from $KEYSERVICE_TOKEN or -token-file.
+//
+// With -list it serves nothing: it prints every key the data directory
+// holds, one "ID TAG" line each, and exits (an admin's view; the HTTP API
+// lists by tag only). finale check runs it so as its probe
+// (examples/keys/check/operator.yaml).
 package main
 
 import (
@@ -41,11 +46,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	dir := fs.String("dir", "", "data `directory`: deployment ID and keys (required; a new one is a new deployment)")
 	ids := fs.String("identity-dir", "", "`directory` of enrolled identities; empty is -dir")
 	tokenFile := fs.String("token-file", "", "`file` holding the bearer token; empty reads $"+TokenEnv)
+	list := fs.Bool("list", false, "print every key in -dir (one \"ID TAG\" line each) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *list {
+		if *dir == "" {
+			return errors.New("-list needs -dir")
+		}
+		keys, err := service.ReadKeys(*dir)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			fmt.Fprintf(out, "%s %s\n", k.ID, k.Tag)
+		}
+		return nil
 	}
 	token := getenv(TokenEnv)
 	if *tokenFile != "" {

@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/finale-dev/finale/examples/keys/keyclient"
 	"github.com/finale-dev/finale/examples/keys/service"
@@ -72,5 +75,37 @@ func TestRunRefuses(t *testing.T) {
 				t.Errorf("run = %v, want an error saying %q", err, tc.says)
 			}
 		})
+	}
+}
+
+// -list prints every key of the data directory, by ID, and serves nothing.
+func TestRunList(t *testing.T) {
+	dir := t.TempDir()
+	s, err := service.Start("127.0.0.1:0", service.Options{Token: "list-token-0123456789", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := keyclient.New(s.URL, "list-token-0123456789", keyclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var want []string
+	for _, tag := range []string{"finale:apikey:a", "other"} {
+		k, err := c.Create(t.Context(), tag, service.KeySpec{Name: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, k.ID+" "+tag)
+	}
+	slices.Sort(want)
+	var out strings.Builder
+	if err := run(t.Context(), []string{"-list", "-dir", dir}, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("-list (-want +got):\n%s", diff)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -65,6 +66,9 @@ type Settings struct {
 	workers         int
 	naive           bool
 	holdTimeout     time.Duration
+	callTimeout     time.Duration
+	connectTimeout  time.Duration
+	cacheKubeconfig string
 	sweepSettle     time.Duration
 	sweepEvery      time.Duration
 	sweepSkew       time.Duration
@@ -116,6 +120,9 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	fs.IntVar(&s.workers, "workers", 4, "concurrent reconciles per kind")
 	fs.BoolVar(&s.naive, "naive", false, "switch the guarantees off (no records, no hold, no eviction, no fence): for comparisons only")
 	fs.DurationVar(&s.holdTimeout, "hold-timeout", 0, "bound of a Server's deletion hold; 0 is the default (10m)")
+	fs.DurationVar(&s.callTimeout, "call-timeout", 0, "bound of each PostgreSQL call; a call over it evicts its connection; 0 is the default (30s)")
+	fs.DurationVar(&s.connectTimeout, "connect-timeout", 0, "bound of each connection attempt to PostgreSQL; 0 is the default")
+	fs.StringVar(&s.cacheKubeconfig, "cache-kubeconfig", "", "a kubeconfig the manager's cache lists and watches through (another apiserver of the same cluster); empty is --kubeconfig's. Writes and live reads always use --kubeconfig")
 	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
 	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
 	fs.DurationVar(&s.sweepSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
@@ -152,6 +159,9 @@ func Parse(args []string) (*Settings, error) {
 	}
 	if s.recordsNS == "" {
 		s.recordsNS = os.Getenv(ledger.NamespaceEnv)
+	}
+	if s.callTimeout < 0 || s.connectTimeout < 0 {
+		return nil, fmt.Errorf("%w: --call-timeout and --connect-timeout must not be negative", ErrFlags)
 	}
 	if s.recordsNS == "" && (!s.naive || s.leaderElect) {
 		return nil, fmt.Errorf("no namespace for cleanup records and the election: set $%s (downward API metadata.namespace) or --records-namespace", ledger.NamespaceEnv)
@@ -242,6 +252,16 @@ func (s *Settings) ManagerOptions(log logr.Logger) (ctrl.Options, error) {
 		Cache:                   controller.CacheOptions(),
 		Client:                  controller.ClientOptions(),
 	}
+	if s.cacheKubeconfig != "" {
+		cacheCfg, err := clientcmd.BuildConfigFromFlags("", s.cacheKubeconfig)
+		if err != nil {
+			return ctrl.Options{}, fmt.Errorf("--cache-kubeconfig: %w", err)
+		}
+		opts.NewCache = func(_ *rest.Config, co cache.Options) (cache.Cache, error) {
+			co.HTTPClient = nil // its own, for the other apiserver
+			return cache.New(cacheCfg, co)
+		}
+	}
 	if len(s.watchNamespaces) > 0 {
 		// The records namespace is always watched: the hold and the
 		// sweeper read it.
@@ -288,6 +308,7 @@ func (s *Settings) NewManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 	}
 	o := controller.Options{
 		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
+		CallTimeout: s.callTimeout, ConnectTimeout: s.connectTimeout,
 		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepServers: s.sweepServers, SweepTrustedHosts: s.sweepTrusted, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,
 	}

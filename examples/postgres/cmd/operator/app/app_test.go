@@ -6,6 +6,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // Bad election timings and fence margins are flag errors, reported before
@@ -47,5 +50,40 @@ func TestSweepTrustedHostsFlag(t *testing.T) {
 	}
 	if got, want := strings.Join(s.sweepTrusted, " "), "127.0.0.1 10.0.0.0/8 db.internal"; got != want {
 		t.Errorf("sweep trusted hosts = %q, want %q", got, want)
+	}
+}
+
+// Negative call and connect timeouts are flag errors too; zero keeps the
+// operator's defaults.
+func TestParseTimeouts(t *testing.T) {
+	for name, args := range map[string][]string{
+		"negative call timeout":    {"--call-timeout=-1s"},
+		"negative connect timeout": {"--connect-timeout=-1s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Parse(append([]string{"--records-namespace=ns"}, args...)); !errors.Is(err, ErrFlags) {
+				t.Fatalf("Parse = %v, want ErrFlags", err)
+			}
+		})
+	}
+	s, err := Parse([]string{"--records-namespace=ns", "--call-timeout=2s", "--connect-timeout=1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.callTimeout != 2*time.Second || s.connectTimeout != time.Second {
+		t.Errorf("timeouts = %s, %s; want 2s, 1s", s.callTimeout, s.connectTimeout)
+	}
+}
+
+// --cache-kubeconfig that cannot be read fails the manager's options with
+// the flag's name, before anything starts.
+func TestCacheKubeconfigUnreadable(t *testing.T) {
+	s, err := Parse([]string{"--records-namespace=ns", "--cache-kubeconfig=/nonexistent/kubeconfig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.ManagerOptions(logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), "--cache-kubeconfig") {
+		t.Fatalf("ManagerOptions = %v, want an error naming --cache-kubeconfig", err)
 	}
 }

@@ -1,0 +1,116 @@
+// Package check is the deletion test for any operator, finale or not: it
+// runs the operator under test against a real local control plane of its
+// own (package controlplane: etcd, kube-apiserver, and the
+// kube-controller-manager's namespace and garbage-collector controllers),
+// makes a world of its objects, deletes it in every order and under
+// faults, and checks that every deletion finished, that nothing was left
+// in the external service and that nothing was created twice. The
+// command `finale check -f operator.yaml` runs it; a Go test calls Run (or
+// Test) with a Spec.
+//
+// # The description
+//
+// A Spec (Load reads one from YAML, strictly: an unknown or misspelt field
+// is an error naming it) says:
+//
+//   - how to start the operator: a command run as a process in a group of
+//     its own (so that SIGKILL is real and takes whatever it started), its
+//     environment, and manifests an admin would put in its namespace; from
+//     Go, a Start function for an in-process manager instead;
+//   - its CRDs (files or directories);
+//   - the world: a parent (connection) object, its credential Secret, and a
+//     template for N dependents ({{.Index}});
+//   - fault points: the external service's addresses the operator dials.
+//     check puts a faultinject.Proxy in front of each and gives the
+//     operator the proxy's address through the templates ({{.Proxy "db"}});
+//   - optionally the external service itself, a command check starts once;
+//   - a probe: a command printing one external resource identity per line
+//     (or, from Go, a function) listing what exists in the external
+//     service. A run counts only identities that were not there when it
+//     began, so the probe may list everything the service holds;
+//   - timeouts: the bound every deletion must finish within, and the
+//     operator's own longest deletion timeout (timeouts.hold).
+//
+// Every string of the operator, the service, the fault points, the probe
+// and the manifests is a text/template evaluated per run with Values: the
+// run's namespaces, the kubeconfig check wrote for the operator (and a
+// second one for its cache, {{.CacheKubeconfig}}), the proxies' addresses,
+// the service's address, {{env "NAME"}}.
+//
+// # Experiments
+//
+// Each run has a fresh owner namespace and a fresh operator namespace
+// (records, leases, keys: {{.OperatorNamespace}}), a fresh operator
+// process, the Secret, the parent and the dependents, and waits until the
+// probe lists every resource they make (and, with readyCondition, every
+// dependent is ready). Then, by experiment (Experiments, Names):
+//
+//   - order-all-at-once, order-dependents-first, order-parent-first,
+//     order-secret-first, order-foreground: the namespace deleted at once,
+//     or after the dependents, the parent, the Secret; or the parent and
+//     the namespace deleted with propagationPolicy Foreground;
+//   - kill-during-creates, kill-during-deletion: the operator SIGKILLed at
+//     random moments (seeded) within the time the creates took in the
+//     all-at-once run, or the dependents' cleanup in the dependents-first
+//     run, and restarted at once;
+//   - operator-down: the operator killed, the namespace deleted, the
+//     operator kept down past timeouts.hold, then started again;
+//   - transport-freeze, transport-stall: the operator's established
+//     connections to the external service frozen (TCP: open and silent),
+//     or stalled (HTTP/2: PINGs answered, nothing else), new ones served;
+//   - stale-apiserver: a second kube-apiserver on the same etcd behind a
+//     lagging link (controlplane's APIServers); the operator's cache lists
+//     and watches through it when it takes a second kubeconfig
+//     ({{.CacheKubeconfig}}), otherwise everything it does goes through it
+//     (the report says so);
+//   - own-namespace: the operator's namespace deleted, then the
+//     dependents, then the owner namespace, the operator running.
+//
+// Each experiment isolates its fault: those that are not about the order
+// (the kills, the transport, the stale view, the operator's namespace)
+// delete the dependents first and the namespace after, the order in which
+// nothing the cleanup needs is missing, so that an operator without a
+// hold breaks the order experiments and not every other one too.
+//
+// # Invariants and verdicts
+//
+// A run holds when: the creates finished within timeouts.ready (ready);
+// every namespace it deleted was gone within timeouts.finish, no object
+// left Terminating (finished); the probe listed nothing of the run's
+// within the same bound (no-leak: a sweeper may finish after the
+// namespace went); the probe never listed more distinct resources than
+// the objects make (no-duplicate). A broken run reports its seed, the
+// command that runs it alone (--seed N --only X --runs 1), the faults, the
+// objects left behind as kubectl would list them with their finalizers,
+// the probe's leftovers, the timeline of the run (every step, every
+// external resource appearing and going) and the end of the operator's
+// log. An experiment breaks when one of its runs does. The result-capture
+// invariant (no result lost by an owner whose children's finalizer was
+// released) is not checked yet: the description has no place for such
+// children.
+//
+// After each run, whatever happened, check heals the faults, stops the
+// operator (SIGTERM, then SIGKILL after operator.grace), removes the
+// finalizers of anything left and deletes both namespaces, so the next run
+// starts clean; what a broken run leaked stays in the external service
+// (later runs subtract it).
+//
+// # Cost
+//
+// Runs go one at a time: two operators watching the same cluster would act
+// on each other's objects. A namespace deletion whose objects carry
+// finalizers takes at least about 8 seconds of the namespace controller's
+// own (it looks again after half its 15-second estimate), so a run takes
+// 8 to 25 seconds. Measured on 2 shared cores (README): --quick (at most 2
+// dependents, one run per experiment, two kills per crash run: 11 runs, 5
+// kills) in 2.5 to 3 minutes, the default (3 runs of each crash experiment,
+// 3 kills each: 15 runs, 19 kills) in 3 to 3.5.
+//
+// # Threat model
+//
+// A test harness: it runs the commands the description names with the
+// user's own rights, on a control plane it starts on 127.0.0.1, and hands
+// the operator an admin kubeconfig of that control plane. Its proxies
+// listen on loopback only. Point fault points and probes only at
+// services started for the test.
+package check

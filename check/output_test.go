@@ -1,0 +1,91 @@
+package check
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func sampleReport() Report {
+	broken := RunReport{
+		Seed: 7, Verdict: Broke, Elapsed: Duration(31 * time.Second), Expected: 2, Seen: 2, Leaked: []string{"role chk_a_0"},
+		Faults:     []string{"froze 1 established connection(s) of db"},
+		Violations: []Violation{{Finished, "namespace(s) pg-a not gone 30s after the deletion: Role role-0 [cleanup]"}, {NoLeak, "1 external resource(s) left: role chk_a_0"}},
+		LeftBehind: []Object{{Kind: "Role", Namespace: "pg-a", Name: "role-0", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/cleanup"}}},
+		Timeline:   []Event{{At: Duration(700 * time.Millisecond), What: "fault: froze 1 | <conn>"}},
+		Reproduce:  "finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
+	}
+	return Report{
+		Operator: "widgets", Seed: 7, Elapsed: Duration(time.Minute), Setup: Duration(4 * time.Second),
+		Experiments: []Result{
+			{Name: OrderAllAtOnce, Verdict: Held, Runs: []RunReport{{Seed: 7, Verdict: Held, Finish: Duration(10 * time.Second), Kills: 0}}},
+			{Name: TransportFreeze, Verdict: Broke, Fix: "clientpool", Runs: []RunReport{broken}},
+			{Name: TransportStall, Verdict: Skipped, Reason: "no http2 fault point"},
+		},
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var b strings.Builder
+	if err := sampleReport().WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"widgets, seed 7, default mode: 2 runs, 0 kills in 1m0s",
+		"transport-freeze   BROKE    1     0s    NOT FINISHED  1       0           0",
+		"BROKE transport-freeze, seed 7",
+		"reproduce: finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
+		"violation finished: namespace(s) pg-a not gone",
+		"pg-a       Role  role-0  31s           example.com/cleanup",
+		"    role chk_a_0",
+		"skipped transport-stall: no http2 fault point",
+		"BROKE: transport-freeze",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestWriteJSONRoundTrip(t *testing.T) {
+	var b strings.Builder
+	rep := sampleReport()
+	if err := rep.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rep.Experiments[1].Runs[0].LeftBehind, got.Experiments[1].Runs[0].LeftBehind); diff != "" {
+		t.Errorf("left behind after a JSON round trip (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(b.String(), `"elapsed": "31s"`) {
+		t.Errorf("durations are not written as strings:\n%s", b.String())
+	}
+}
+
+func TestWriteMarkdownAndHTML(t *testing.T) {
+	rep := sampleReport()
+	var md, h strings.Builder
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| transport-freeze | **broke** | 1 |", "## Broke: transport-freeze, seed 7", "| +700ms | fault: froze 1 \\| <conn> |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if err := rep.WriteHTML(&h); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h2>Broke: transport-freeze, seed 7</h2>", "<td>fault: froze 1 | &lt;conn&gt;</td>", "<td><b>broke</b></td>", "<pre>finale check -f op.yaml"} {
+		if !strings.Contains(h.String(), want) {
+			t.Errorf("HTML lacks %q:\n%s", want, h.String())
+		}
+	}
+}

@@ -1,0 +1,588 @@
+package check
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// Spec describes an operator under test: how to start it, the objects of
+// one world (a parent connection object, its Secret, N dependents), where
+// its external service is reached (fault points, each put behind a fault
+// proxy), and a probe listing what exists in the external service. Load
+// reads one from a YAML file; a Go test may build or edit one.
+//
+// Manifests, commands, arguments, environment values and addresses are Go
+// templates (text/template) evaluated per run with Values; Load parses
+// each and evaluates it once with placeholder values, so that a mistake
+// is reported with its field before anything starts.
+type Spec struct {
+	// Name names the operator in reports; empty is the file's name.
+	Name string `json:"name,omitempty"`
+	// Operator says how to start the operator under test.
+	Operator Operator `json:"operator"`
+	// CRDs are files or directories (*.yaml, *.yml, *.json) of the
+	// operator's CustomResourceDefinitions, relative to the file.
+	CRDs []string `json:"crds"`
+	// Namespace prefixes the namespace each run creates for the parent,
+	// its Secret and the dependents (the owner namespace); empty is
+	// "check-".
+	Namespace string `json:"namespace,omitempty"`
+	// Service, when set, is a command check starts once and stops at the
+	// end: the external service, when the author wants check to run it.
+	Service *Service `json:"service,omitempty"`
+	// Faults are the external service's addresses the operator dials;
+	// each gets a fault proxy, whose address the templates give the
+	// operator (Values.Proxy). At least one.
+	Faults []FaultPoint `json:"faults"`
+	// Parent is the connection object and its credential Secret.
+	Parent Parent `json:"parent"`
+	// Dependents are the objects that make external resources through the
+	// parent.
+	Dependents Dependents `json:"dependents"`
+	// Probe lists what exists in the external service.
+	Probe Probe `json:"probe"`
+	// Timeouts bound the runs and tell check the operator's own timeouts.
+	Timeouts Timeouts `json:"timeouts,omitempty"`
+	// Stale tunes the stale-apiserver experiment.
+	Stale Stale `json:"stale,omitempty"`
+
+	// dir is the directory relative paths are resolved against.
+	dir string
+	// file is where the spec was read from, for messages ("" when built
+	// in Go).
+	file string
+}
+
+// Operator says how to start the operator under test: a command (run as a
+// process in a group of its own, so that SIGKILL kills it and whatever it
+// started), or, from Go only, a Start function.
+type Operator struct {
+	// Command is the program and its arguments, templated. A relative
+	// program path with a slash is resolved against the file's directory.
+	Command []string `json:"command,omitempty"`
+	// Env is added to check's own environment, templated.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the file's; empty is the
+	// file's directory.
+	Dir string `json:"dir,omitempty"`
+	// Manifests are created in the operator's namespace before each run's
+	// operator starts (objects an admin would create there: a connection
+	// the sweeper may use, a config map), templated; several documents
+	// separated by "---".
+	Manifests string `json:"manifests,omitempty"`
+	// Grace is how long a stopped operator has between SIGTERM and
+	// SIGKILL; zero is 10s. (A kill is SIGKILL at once.)
+	Grace metav1.Duration `json:"grace,omitempty"`
+
+	// Start runs the operator in-process instead of Command, until ctx
+	// ends (a manager's Start); check "kills" it by cancelling ctx and
+	// waiting for it to return. Go only.
+	Start StartFunc `json:"-"`
+}
+
+// StartFunc runs an in-process operator until ctx ends.
+type StartFunc func(ctx context.Context, e OperatorEnv) error
+
+// OperatorEnv is what an in-process operator is given.
+type OperatorEnv struct {
+	// Config reaches the apiserver the operator's writes go to; CacheConfig
+	// the one its cache should list and watch through (the lagging one in
+	// the stale-apiserver experiment; otherwise Config).
+	Config, CacheConfig *rest.Config
+	// Values are the run's template values (namespaces, proxies).
+	Values Values
+}
+
+// Service is the external service, started by check.
+type Service struct {
+	// Command is the program and its arguments, templated (ServiceAddr is
+	// a free loopback address check chose for it).
+	Command []string `json:"command"`
+	// Env is added to check's own environment, templated.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the file's.
+	Dir string `json:"dir,omitempty"`
+	// Ready is a host:port check waits to accept connections before the
+	// first run, templated; empty is {{.ServiceAddr}}.
+	Ready string `json:"ready,omitempty"`
+}
+
+// Fault point protocols.
+const (
+	// ProtocolTCP proxies bytes: freeze, reset, refuse and latency.
+	ProtocolTCP = "tcp"
+	// ProtocolHTTP2 proxies HTTP/2 in cleartext (gRPC without TLS) frame
+	// by frame, which adds the stall.
+	ProtocolHTTP2 = "http2"
+)
+
+// FaultPoint is one address of the external service the operator dials.
+type FaultPoint struct {
+	// Name is what templates call it: {{.Proxy "db"}}.
+	Name string `json:"name"`
+	// Address is the real host:port, templated (it may be
+	// {{.ServiceAddr}} or {{env "PGADDR"}}).
+	Address string `json:"address"`
+	// Protocol is tcp (the default) or http2.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Parent is the connection object and its credential Secret, created in
+// the owner namespace in that order, before the dependents.
+type Parent struct {
+	// Secret is the credential Secret's manifest, templated.
+	Secret string `json:"secret"`
+	// Object is the parent's manifest, templated.
+	Object string `json:"object"`
+	// External is how many external resources the parent itself makes
+	// (counted by the probe); usually 0.
+	External int `json:"external,omitempty"`
+}
+
+// Dependents are made from one template, once per index.
+type Dependents struct {
+	// Count is how many; --quick makes at most 2. At least 1.
+	Count int `json:"count"`
+	// Template is one dependent's manifest, templated with {{.Index}}.
+	Template string `json:"template"`
+	// External is how many external resources each makes; zero is 1.
+	External int `json:"external,omitempty"`
+	// ReadyCondition, when set, is a status condition type every dependent
+	// must have True (besides the probe's count) before a run deletes.
+	ReadyCondition string `json:"readyCondition,omitempty"`
+}
+
+// Probe lists what exists in the external service: one identity per line
+// of a command's output, or a Go function. Runs count only identities
+// that were not there when the run began, so the probe may list more than
+// the run's resources (everything the service holds).
+type Probe struct {
+	// Command is the program and its arguments, templated.
+	Command []string `json:"command,omitempty"`
+	// Env is added to check's own environment, templated.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the file's.
+	Dir string `json:"dir,omitempty"`
+	// Interval is how often a run samples the probe; zero is 500ms.
+	Interval metav1.Duration `json:"interval,omitempty"`
+
+	// Func lists in-process instead of Command. Go only.
+	Func ProbeFunc `json:"-"`
+}
+
+// ProbeFunc lists the external resources' identities.
+type ProbeFunc func(ctx context.Context, v Values) ([]string, error)
+
+// Timeouts bound a run's waits; they also tell check the operator's own.
+type Timeouts struct {
+	// Ready bounds the creates: every external resource listed and every
+	// dependent ready. Zero is 2m.
+	Ready metav1.Duration `json:"ready,omitempty"`
+	// Finish bounds every deletion: the namespaces gone and the probe
+	// showing nothing left, from when the deletion was asked (or its
+	// fault healed). Zero is 2m.
+	Finish metav1.Duration `json:"finish,omitempty"`
+	// Hold is the operator's longest timeout on a deletion (how long it
+	// keeps a parent for its dependents, say): operator-down keeps the
+	// operator down this long and a little more during a namespace
+	// deletion. Required for that experiment; without it the experiment
+	// is skipped.
+	Hold metav1.Duration `json:"hold,omitempty"`
+}
+
+// Stale tunes the stale-apiserver experiment.
+type Stale struct {
+	// Lag is how far behind etcd the lagging apiserver is; zero is 1s.
+	Lag metav1.Duration `json:"lag,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultNamespace    = "check-"
+	DefaultGrace        = 10 * time.Second
+	DefaultProbeEvery   = 500 * time.Millisecond
+	DefaultReadyTimeout = 2 * time.Minute
+	DefaultFinish       = 2 * time.Minute
+	DefaultLag          = time.Second
+	quickDependents     = 2
+)
+
+// ErrSpec is wrapped by every error about a description.
+var ErrSpec = errors.New("check: invalid description")
+
+// Load reads a description file (YAML, decoded strictly: an unknown field
+// is an error naming it) and checks it.
+func Load(path string) (*Spec, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	s, err := Parse(b, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s.file = path
+	if s.Name == "" {
+		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	}
+	return s, nil
+}
+
+// Parse decodes a description (YAML) whose relative paths are relative to
+// dir, and checks it.
+func Parse(data []byte, dir string) (*Spec, error) {
+	var s Spec
+	if err := decodeStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	s.dir = dir
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// decodeStrict decodes YAML into v, refusing unknown fields (named by
+// their path: operator.comand) and values of the wrong type (named too).
+func decodeStrict(data []byte, v any) error {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fmt.Errorf("not YAML: %w", err)
+	}
+	var generic any
+	if err := json.Unmarshal(j, &generic); err != nil {
+		return err
+	}
+	if unknown := unknownFields(generic, reflect.TypeOf(v).Elem(), ""); len(unknown) > 0 {
+		sort.Strings(unknown)
+		return fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("%s: a %s, want %s", te.Field, te.Value, kindName(te.Type))
+		}
+		return err
+	}
+	return nil
+}
+
+// kindName says what a Go type is in YAML's words.
+func kindName(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(metav1.Duration{}):
+		return "a duration (40s, 2m)"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Map || t.Kind() == reflect.Struct:
+		return "a mapping"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "an integer"
+	}
+	return t.Kind().String()
+}
+
+// unknownFields lists the keys of v that t (a struct, through its json
+// tags) does not have, with their paths.
+func unknownFields(v any, t reflect.Type, path string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		l, _ := v.([]any)
+		var out []string
+		for i, e := range l {
+			out = append(out, unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	case reflect.Struct:
+		if t == reflect.TypeOf(metav1.Duration{}) {
+			return nil
+		}
+	default:
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	var out []string
+	for k, e := range m {
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		ft, ok := fields[k]
+		if !ok {
+			out = append(out, strconv.Quote(p))
+			continue
+		}
+		out = append(out, unknownFields(e, ft, p)...)
+	}
+	return out
+}
+
+// SetDir sets the directory relative paths are resolved against (a Spec
+// built in Go; Load sets the file's).
+func (s *Spec) SetDir(dir string) { s.dir = dir }
+
+// Validate checks the description: required fields, names, and every
+// template against placeholder values. Run calls it too.
+func (s *Spec) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
+	}
+	switch {
+	case len(s.Operator.Command) == 0 && s.Operator.Start == nil:
+		bad("operator.command", "required: the program that runs the operator and its arguments")
+	case len(s.Operator.Command) > 0 && s.Operator.Start != nil:
+		bad("operator.command", "set with a Start function: give one")
+	}
+	if s.Operator.Grace.Duration < 0 {
+		bad("operator.grace", "negative")
+	}
+	if len(s.CRDs) == 0 {
+		bad("crds", "required: the operator's CRD files or directories")
+	}
+	if s.Service != nil && len(s.Service.Command) == 0 {
+		bad("service.command", "required when service is set: the program that runs the external service")
+	}
+	if len(s.Faults) == 0 {
+		bad("faults", "required: at least one address of the external service the operator dials")
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Faults {
+		field := fmt.Sprintf("faults[%d]", i)
+		switch {
+		case f.Name == "":
+			bad(field+".name", "required")
+		case seen[f.Name]:
+			bad(field+".name", "%q used twice", f.Name)
+		}
+		seen[f.Name] = true
+		if f.Address == "" {
+			bad(field+".address", "required: the real host:port of the external service")
+		}
+		if !slices.Contains([]string{"", ProtocolTCP, ProtocolHTTP2}, f.Protocol) {
+			bad(field+".protocol", "%q: want %s or %s", f.Protocol, ProtocolTCP, ProtocolHTTP2)
+		}
+	}
+	if s.Parent.Secret == "" {
+		bad("parent.secret", "required: the credential Secret's manifest")
+	}
+	if s.Parent.Object == "" {
+		bad("parent.object", "required: the parent (connection) object's manifest")
+	}
+	if s.Parent.External < 0 {
+		bad("parent.external", "negative")
+	}
+	if s.Dependents.Count < 1 {
+		bad("dependents.count", "must be at least 1")
+	}
+	if s.Dependents.Template == "" {
+		bad("dependents.template", "required: one dependent's manifest, with {{.Index}}")
+	}
+	if s.Dependents.External < 0 {
+		bad("dependents.external", "negative")
+	}
+	if len(s.Probe.Command) == 0 && s.Probe.Func == nil {
+		bad("probe.command", "required: a program printing one external resource identity per line")
+	}
+	for field, d := range map[string]time.Duration{
+		"probe.interval": s.Probe.Interval.Duration, "timeouts.ready": s.Timeouts.Ready.Duration,
+		"timeouts.finish": s.Timeouts.Finish.Duration, "timeouts.hold": s.Timeouts.Hold.Duration,
+		"stale.lag": s.Stale.Lag.Duration,
+	} {
+		if d < 0 {
+			bad(field, "negative")
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, s.checkTemplates()...)
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return fmt.Errorf("%w:\n  %w", ErrSpec, joinLines(errs))
+	}
+	return nil
+}
+
+// joinLines joins errors one per indented line.
+func joinLines(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "\n  "))
+}
+
+// checkTemplates parses and evaluates every templated field with
+// placeholder values, and decodes the manifests.
+func (s *Spec) checkTemplates() []error {
+	v := s.placeholders()
+	var errs []error
+	str := func(field, t string) string {
+		out, err := expand(field, t, v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return out
+	}
+	list := func(field string, ts []string) {
+		for i, t := range ts {
+			str(fmt.Sprintf("%s[%d]", field, i), t)
+		}
+	}
+	env := func(field string, m map[string]string) {
+		for k, t := range m {
+			str(field+"."+k, t)
+		}
+	}
+	list("operator.command", s.Operator.Command)
+	env("operator.env", s.Operator.Env)
+	if s.Service != nil {
+		list("service.command", s.Service.Command)
+		env("service.env", s.Service.Env)
+		str("service.ready", s.Service.Ready)
+	}
+	for i, f := range s.Faults {
+		str(fmt.Sprintf("faults[%d].address", i), f.Address)
+	}
+	list("probe.command", s.Probe.Command)
+	env("probe.env", s.Probe.Env)
+	manifest := func(field, t string, many bool) {
+		out := str(field, t)
+		if out == "" && len(errs) > 0 {
+			return
+		}
+		objs, err := decodeManifests(out)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		case !many && len(objs) != 1:
+			errs = append(errs, fmt.Errorf("%s: holds %d objects, want one", field, len(objs)))
+		}
+		for _, o := range objs {
+			if o.GetName() == "" {
+				errs = append(errs, fmt.Errorf("%s: %s without metadata.name", field, o.GetKind()))
+			}
+		}
+	}
+	manifest("parent.secret", s.Parent.Secret, false)
+	manifest("parent.object", s.Parent.Object, false)
+	manifest("dependents.template", s.Dependents.Template, false)
+	if s.Operator.Manifests != "" {
+		manifest("operator.manifests", s.Operator.Manifests, true)
+	}
+	return errs
+}
+
+// placeholders are the values templates are checked with.
+func (s *Spec) placeholders() Values {
+	v := Values{
+		Namespace: "check-ns", OperatorNamespace: "check-op", Run: "r0", Seed: 1,
+		Kubeconfig: "/kubeconfig", CacheKubeconfig: "/kubeconfig", ServiceAddr: "127.0.0.1:1",
+		TempDir: os.TempDir(), Dir: s.dir, proxies: map[string]string{},
+	}
+	for _, f := range s.Faults {
+		v.proxies[f.Name] = "127.0.0.1:2"
+	}
+	return v
+}
+
+func (s *Spec) path(p string) string {
+	if p == "" {
+		return s.dir
+	}
+	if filepath.IsAbs(p) || s.dir == "" {
+		return p
+	}
+	return filepath.Join(s.dir, p)
+}
+
+// program resolves a command's program: a relative path with a slash is
+// the file's directory's; a bare name is looked up in PATH by exec.
+func (s *Spec) program(p string) string {
+	if strings.Contains(p, "/") && !filepath.IsAbs(p) {
+		return s.path(p)
+	}
+	return p
+}
+
+func (s *Spec) grace() time.Duration { return cmp.Or(s.Operator.Grace.Duration, DefaultGrace) }
+func (s *Spec) probeEvery() time.Duration {
+	return cmp.Or(s.Probe.Interval.Duration, DefaultProbeEvery)
+}
+func (s *Spec) readyTimeout() time.Duration {
+	return cmp.Or(s.Timeouts.Ready.Duration, DefaultReadyTimeout)
+}
+func (s *Spec) finish() time.Duration { return cmp.Or(s.Timeouts.Finish.Duration, DefaultFinish) }
+func (s *Spec) lag() time.Duration    { return cmp.Or(s.Stale.Lag.Duration, DefaultLag) }
+func (s *Spec) perDependent() int {
+	if s.Dependents.External == 0 {
+		return 1
+	}
+	return s.Dependents.External
+}
+func (s *Spec) namespacePrefix() string {
+	if s.Namespace == "" {
+		return DefaultNamespace
+	}
+	return s.Namespace
+}
+
+// usesCacheKubeconfig reports whether the operator can be given a second
+// kubeconfig for its cache (its command or environment name
+// CacheKubeconfig), or is in-process (it gets both configs).
+func (s *Spec) usesCacheKubeconfig() bool {
+	if s.Operator.Start != nil {
+		return true
+	}
+	for _, a := range s.Operator.Command {
+		if strings.Contains(a, ".CacheKubeconfig") {
+			return true
+		}
+	}
+	for _, a := range s.Operator.Env {
+		if strings.Contains(a, ".CacheKubeconfig") {
+			return true
+		}
+	}
+	return false
+}

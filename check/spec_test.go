@@ -1,0 +1,122 @@
+package check
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// a valid description; the cases below break one thing each.
+const validSpec = `
+name: widgets
+operator:
+  command: [./bin/operator, '--kubeconfig={{.Kubeconfig}}', '--db={{.Proxy "db"}}']
+  env: {POD_NAMESPACE: '{{.OperatorNamespace}}'}
+crds: [config/crd]
+faults:
+  - {name: db, address: "127.0.0.1:5432"}
+parent:
+  secret: '{apiVersion: v1, kind: Secret, metadata: {name: creds}}'
+  object: '{apiVersion: example.com/v1, kind: Connection, metadata: {name: conn}, spec: {host: "{{.ProxyHost "db"}}", port: {{.ProxyPort "db"}}}}'
+dependents:
+  count: 3
+  template: '{apiVersion: example.com/v1, kind: Widget, metadata: {name: w-{{.Index}}}}'
+probe:
+  command: [./bin/list-widgets, '{{.Namespace}}']
+timeouts: {hold: 40s, finish: 1m}
+`
+
+func TestParseValid(t *testing.T) {
+	s, err := Parse([]byte(validSpec), "/descr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Timeouts.Hold.Duration.String() != "40s" || s.finish().String() != "1m0s" || s.readyTimeout() != DefaultReadyTimeout {
+		t.Errorf("timeouts: hold %s, finish %s, ready %s", s.Timeouts.Hold.Duration, s.finish(), s.readyTimeout())
+	}
+	if got := s.program("./bin/operator"); got != "/descr/bin/operator" {
+		t.Errorf("program = %q, want it resolved against the file's directory", got)
+	}
+	if got := s.program("psql"); got != "psql" {
+		t.Errorf("program = %q, want a bare name left to PATH", got)
+	}
+	if s.usesCacheKubeconfig() {
+		t.Error("usesCacheKubeconfig: the command names only {{.Kubeconfig}}")
+	}
+}
+
+// Each mistake is refused with the field it is in.
+func TestParseRefuses(t *testing.T) {
+	for name, tc := range map[string]struct{ from, to, says string }{
+		"unknown field":       {"  count: 3", "  count: 3\n  cuont: 4", `unknown field "dependents.cuont"`},
+		"wrong type":          {"count: 3", "count: three", "dependents.count: a string, want an integer"},
+		"bad duration":        {"hold: 40s", "hold: forty", "forty"},
+		"no command":          {"command: [./bin/operator, '--kubeconfig={{.Kubeconfig}}', '--db={{.Proxy \"db\"}}']", "env: {}", "operator.command: required"},
+		"no faults":           {"  - {name: db, address: \"127.0.0.1:5432\"}", "  []", "faults: required"},
+		"bad protocol":        {`address: "127.0.0.1:5432"}`, `address: "127.0.0.1:5432", protocol: udp}`, `faults[0].protocol: "udp"`},
+		"zero dependents":     {"count: 3", "count: 0", "dependents.count: must be at least 1"},
+		"no probe":            {"  command: [./bin/list-widgets, '{{.Namespace}}']", "  interval: 1s", "probe.command: required"},
+		"unknown proxy":       {`--db={{.Proxy "db"}}`, `--db={{.Proxy "pg"}}`, `no fault point "pg" (faults: db)`},
+		"unknown value":       {"{{.Namespace}}", "{{.Nmespace}}", "probe.command[1]"},
+		"template syntax":     {"w-{{.Index}}", "w-{{.Index}", "dependents.template"},
+		"manifest not one":    {"parent:\n  secret: '{apiVersion: v1, kind: Secret, metadata: {name: creds}}'", "parent:\n  secret: |\n    {apiVersion: v1, kind: Secret, metadata: {name: a}}\n    ---\n    {apiVersion: v1, kind: Secret, metadata: {name: b}}", "parent.secret: holds 2 objects, want one"},
+		"manifest no kind":    {"{apiVersion: v1, kind: Secret, metadata: {name: creds}}", "{apiVersion: v1, metadata: {name: creds}}", "parent.secret: a manifest without apiVersion or kind"},
+		"manifest no name":    {"metadata: {name: creds}", "metadata: {}", "parent.secret: Secret without metadata.name"},
+		"negative grace":      {"  env: {POD", "  grace: -1s\n  env: {POD", "operator.grace: negative"},
+		"env var unset":       {"{{.OperatorNamespace}}", `{{env "FINALE_CHECK_SURELY_UNSET"}}`, "environment variable not set: FINALE_CHECK_SURELY_UNSET"},
+		"fault name twice":    {`  - {name: db, address: "127.0.0.1:5432"}`, "  - {name: db, address: \"127.0.0.1:5432\"}\n  - {name: db, address: \"127.0.0.1:5433\"}", `faults[1].name: "db" used twice`},
+		"not yaml":            {"name: widgets", "name: [widgets", "not YAML"},
+		"service, no command": {"name: widgets", "name: widgets\nservice: {env: {A: b}}", "service.command: required"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(validSpec, tc.from) {
+				t.Fatalf("the case's text %q is not in the valid description", tc.from)
+			}
+			_, err := Parse([]byte(strings.Replace(validSpec, tc.from, tc.to, 1)), "/descr")
+			if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Parse = %v, want ErrSpec saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	v := Values{Namespace: "ns", Index: 2, ServiceAddr: "127.0.0.1:80", proxies: map[string]string{"db": "127.0.0.1:5433"}}
+	t.Setenv("FINALE_CHECK_TEST_VAR", "x")
+	got, err := expand("f", `{{.Namespace}}/{{.Index}} {{.Proxy "db"}} {{.ProxyHost "db"}}:{{.ProxyPort "db"}} {{.ServiceHost}}:{{.ServicePort}} {{env "FINALE_CHECK_TEST_VAR"}}`, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ns/2 127.0.0.1:5433 127.0.0.1:5433 127.0.0.1:80 x"; got != want {
+		t.Errorf("expand = %q, want %q", got, want)
+	}
+}
+
+func TestDecodeManifests(t *testing.T) {
+	objs, err := decodeManifests("apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.GetKind()+"/"+o.GetName())
+	}
+	if diff := cmp.Diff([]string{"Secret/a", "ConfigMap/b"}, got); diff != "" {
+		t.Errorf("decodeManifests (-want +got):\n%s", diff)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	if _, err := selected([]string{"order-all-at-once", "nope"}); !errors.Is(err, ErrUnknownExperiment) || !strings.Contains(err.Error(), "kill-during-creates") {
+		t.Errorf("selected = %v, want ErrUnknownExperiment listing the valid names", err)
+	}
+	exps, err := selected([]string{KillDuringCreates, OrderAllAtOnce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exps) != 2 || exps[0].Name != OrderAllAtOnce {
+		t.Errorf("selected: want both, in Run's order (all-at-once first, it measures the windows)")
+	}
+}
