@@ -34,6 +34,12 @@ const (
 	// NamespaceEnv names the environment variable that gives the default
 	// namespace (the operator's own, through the downward API).
 	NamespaceEnv = "POD_NAMESPACE"
+	// AnnotationApproval, set by an admin on a record ConfigMap, names the
+	// UID of the one object allowed to adopt the record although its
+	// namespace is not the one the record was written in (Ledger.Adopt):
+	//
+	//	kubectl -n <records namespace> annotate configmap finale-cleanup-<old uid> finale.dev/adoption-approved-for=<new uid>
+	AnnotationApproval = "finale.dev/adoption-approved-for"
 )
 
 // Data keys of a record ConfigMap. One key per field keeps records readable
@@ -47,6 +53,8 @@ const (
 	keyUID          = "ownerUID"
 	keyDeployment   = "deployment"
 	keySalt         = "deploymentSalt"
+	keyNamespaceUID = "ownerNamespaceUID"
+	keyLegacyProof  = "deploymentProof" // LegacySchemaVersion only
 	keyPolicy       = "deletionPolicy"
 	keyVia          = "connection"
 	keyMAC          = "mac"
@@ -124,6 +132,9 @@ func (s *ConfigMapStore) Get(ctx context.Context, uid types.UID) (*Record, error
 		return nil, fmt.Errorf("ledger: get record %s: %w", key, err)
 	}
 	r, err := decode(&cm)
+	if errors.Is(err, ErrLegacyRecord) && r.Owner.UID == uid {
+		return r, err // for Migrate
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +232,7 @@ func (s *ConfigMapStore) encode(r *Record) *corev1.ConfigMap {
 	if len(kind) > maxLabelValue {
 		kind = kind[:maxLabelValue]
 	}
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.namespace,
 			Name:      ConfigMapName(r.Owner.UID),
@@ -250,24 +261,35 @@ func (s *ConfigMapStore) encode(r *Record) *corev1.ConfigMap {
 			keyLastAttempt: r.LastCreateAttempt.UTC().Format(timeLayout),
 		},
 	}
+	// A key added after records v2 shipped is written only when set, so a
+	// record without it reads back exactly as it was written.
+	if r.NamespaceUID != "" {
+		cm.Data[keyNamespaceUID] = string(r.NamespaceUID)
+	}
+	return cm
 }
 
 // decode returns what it could read even on error, so that a report about an
 // invalid record can still name its owner.
 func decode(cm *corev1.ConfigMap) (*Record, error) {
 	d := cm.Data
+	if d[keySchema] == strconv.Itoa(LegacySchemaVersion) {
+		return decodeLegacy(cm)
+	}
 	r := &Record{
 		Owner: Owner{
 			APIVersion: d[keyAPIVersion], Kind: d[keyKind], Namespace: d[keyNamespace],
 			Name: d[keyName], UID: types.UID(d[keyUID]),
 		},
-		Deployment: d[keyDeployment],
-		Salt:       d[keySalt],
-		Policy:     Policy(d[keyPolicy]),
-		MAC:        d[keyMAC],
-		Tag:        d[keyTag],
-		Version:    cm.ResourceVersion,
-		Source:     reference(cm),
+		Deployment:   d[keyDeployment],
+		Salt:         d[keySalt],
+		Policy:       Policy(d[keyPolicy]),
+		MAC:          d[keyMAC],
+		Tag:          d[keyTag],
+		NamespaceUID: types.UID(d[keyNamespaceUID]),
+		Approval:     types.UID(cm.Annotations[AnnotationApproval]),
+		Version:      cm.ResourceVersion,
+		Source:       reference(cm),
 	}
 	var errs []error
 	var err error
@@ -296,6 +318,54 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 		return r, fmt.Errorf("%s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return r, nil
+}
+
+// decodeLegacy reads a record of LegacySchemaVersion as the previous
+// release wrote it: owner, deployment, a commitment to the deployment's
+// token, tag, IDs and times, unsigned. It returns the record with
+// ErrLegacyRecord when it is consistent, so that its live owner's
+// reconcile can migrate it, and a plain ErrInvalidRecord when it is not.
+func decodeLegacy(cm *corev1.ConfigMap) (*Record, error) {
+	d := cm.Data
+	r := &Record{
+		Schema: LegacySchemaVersion,
+		Owner: Owner{
+			APIVersion: d[keyAPIVersion], Kind: d[keyKind], Namespace: d[keyNamespace],
+			Name: d[keyName], UID: types.UID(d[keyUID]),
+		},
+		Deployment: d[keyDeployment],
+		Tag:        d[keyTag],
+		Approval:   types.UID(cm.Annotations[AnnotationApproval]),
+		Version:    cm.ResourceVersion,
+		Source:     reference(cm),
+	}
+	var errs []error
+	var err error
+	if err := json.Unmarshal([]byte(d[keyExternalIDs]), &r.ExternalIDs); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyExternalIDs, err))
+	}
+	if r.CreatedAt, err = time.Parse(timeLayout, d[keyCreatedAt]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyCreatedAt, err))
+	}
+	if r.LastCreateAttempt, err = time.Parse(timeLayout, d[keyLastAttempt]); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", keyLastAttempt, err))
+	}
+	if err := r.Owner.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Deployment == "" {
+		errs = append(errs, errors.New("no deployment"))
+	}
+	if d[keyLegacyProof] == "" {
+		errs = append(errs, errors.New("no deployment proof"))
+	}
+	if want := Tag(r.Owner); r.Tag != want {
+		errs = append(errs, fmt.Errorf("tag %q does not match owner (want %q)", r.Tag, want))
+	}
+	if len(errs) > 0 {
+		return r, fmt.Errorf("%w: %s/%s, a record of schema %d, does not decode: %w", ErrInvalidRecord, cm.Namespace, cm.Name, LegacySchemaVersion, errors.Join(errs...))
+	}
+	return r, fmt.Errorf("%w: %s/%s, owner %s: its owner's reconcile migrates it while the owner exists; one whose owner is gone is never acted on", ErrLegacyRecord, cm.Namespace, cm.Name, r.Owner)
 }
 
 func reference(cm *corev1.ConfigMap) *corev1.ObjectReference {

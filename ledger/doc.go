@@ -39,10 +39,28 @@
 //   - Lost records are written again. Ensure, called for a live owner whose
 //     resources exist, writes a record that vanished out of band (after a
 //     proof), and updates policy and connection when they changed.
-//   - Adoption across UIDs. Adopt moves a record to an object of the same
-//     kind, namespace and name with another UID (a restore, a GitOps
-//     rebuild), after a proof, retagging every resource before removing the
-//     old record.
+//   - Adoption across UIDs, bound to more than names. Adopt moves a record
+//     to an object of the same kind, namespace and name with another UID
+//     (a restore, a GitOps rebuild), after a proof, retagging every
+//     resource before removing the old record. The claimer's connection
+//     object must have the name (and kind) of the record's (Record.Via;
+//     ErrOtherConnection), and its namespace must be the very namespace the
+//     record was written in (Record.NamespaceUID): a namespace deleted and
+//     created again under its name is somebody else's until an admin
+//     approves this one object (AnnotationApproval; ErrNeedsApproval).
+//     Every step may be repeated: while the old record exists the adoption
+//     is unfinished, and Adopt resumes it.
+//   - Retained, not forgotten. Keep marks a Retain owner's record Retain
+//     and leaves it, so that a restored owner can adopt what was kept; the
+//     sweeper never deletes through it (package sweep).
+//   - The previous layout migrated, never trusted. A record of schema 1
+//     (unsigned; ErrLegacyRecord) is rewritten, signed, by Migrate for a
+//     live owner its caller vouches for, through that owner's connection:
+//     the deployment must prove itself (enrolling the operator key's
+//     sentinel, which the previous release never made) and be the one the
+//     old record names, and the IDs recorded are those the deployment says
+//     carry the owner's tag, not those the old record lists. Create and
+//     Ensure migrate on their way; nothing else acts on such a record.
 //   - Newer attempt, rewritten record; clocks never run back. The attempt
 //     time is set in the write before the create, and a replica whose clock
 //     is behind the recorded attempt keeps it rather than moving it back.
@@ -66,14 +84,26 @@
 // terminating namespace refuses new objects and a namespace deletion would
 // take the record with it. The ConfigMap is named finale-cleanup-<owner uid>
 // and labelled finale.dev/cleanup-record=v2 (List selects on the label
-// whatever its value, so a record of an older layout is reported as
-// invalid rather than missed), finale.dev/kind=<lower-case kind> and
+// whatever its value, so a record of an older layout is reported rather
+// than missed), finale.dev/kind=<lower-case kind> and
 // finale.dev/deployment=<DeploymentLabel>. Its data has one key per field
-// (schema version, owner apiVersion/kind/namespace/name/uid, deletion
-// policy, connection, deployment, salt, tag, external IDs as a JSON array,
-// created-at, last create attempt, MAC), so an admin can read it with
-// kubectl. Updates are conditional on resourceVersion. Store is a
-// four-method interface so that a CRD-backed store can follow.
+// (schema version, owner apiVersion/kind/namespace/name/uid, the owner's
+// namespace UID, deletion policy, connection, deployment, salt, tag,
+// external IDs as a JSON array, created-at, last create attempt, MAC), so
+// an admin can read it with kubectl. A field added to the layout after
+// records v2 shipped (the namespace UID) is written and signed only when
+// set, so records written before it still read back and authenticate
+// (testdata/record-v2.json). The one annotation the ledger reads,
+// AnnotationApproval, is an admin's, not signed: see Adopt. Updates are
+// conditional on resourceVersion. Store is a four-method interface so that
+// a CRD-backed store can follow.
+//
+// Records of the previous release (schema 1, label value v1,
+// testdata/record-v1.json: no signature, no policy, no salt, a commitment
+// to a token the operator read from the service) decode as ErrLegacyRecord,
+// an ErrInvalidRecord: reported, never acted on, until Migrate rewrites
+// one for its live owner. One whose owner is gone stays invalid: nothing
+// vouches for an unsigned record, and an admin cleans up by hand.
 //
 // Writes read only when they must. The write before a create first tries
 // to create the record (conditional on there being none: AlreadyExists is a
@@ -138,9 +168,10 @@
 //
 // # Secrets
 //
-// A record holds kind, owner UID, namespace/name, policy, the connection
-// object's name and UID, deployment ID, salt, tag, external IDs, two times
-// and the MAC: nothing read from a Secret, not the token, not the key.
+// A record holds kind, owner UID, namespace/name and the namespace's UID,
+// policy, the connection object's name and UID, deployment ID, salt, tag,
+// external IDs, two times and the MAC: nothing read from a Secret, not the
+// token, not the key.
 //
 // # Access
 //

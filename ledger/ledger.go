@@ -188,9 +188,10 @@ func (l *Ledger) List(ctx context.Context, limit int64, cont string) (Page, erro
 	return p, nil
 }
 
-// Forget removes uid's record without deleting anything it covers: for an
-// owner whose resources are to be retained, so that the sweeper never
-// deletes them either. A missing record is not an error.
+// Forget removes uid's record without deleting anything it covers. A
+// missing record is not an error. For an owner whose resources are to be
+// retained, prefer Keep: a record forgotten cannot be adopted by a
+// restored owner.
 func (l *Ledger) Forget(ctx context.Context, uid types.UID) error {
 	l.drop(uid)
 	r, err := l.store.Get(ctx, uid)
@@ -203,6 +204,113 @@ func (l *Ledger) Forget(ctx context.Context, uid types.UID) error {
 	return l.store.Delete(ctx, r)
 }
 
+// Keep marks the record of p.Owner, which is going with deletion policy
+// Retain, as kept: its policy becomes Retain (and its namespace UID is
+// filled in when p has one and it lacks it), and it stays. The sweeper
+// never deletes through a Retain record; it reports it, for as long as it
+// exists, so that a restored owner can still adopt what was retained
+// (Adopt), and an admin can remove it when nobody will. A missing record
+// is not an error (nil, nil). Neither is a record that cannot be used
+// (invalid, unsigned, or of the previous layout): it is left as it is,
+// where the sweeper reports it and never acts on it (nil, nil): nothing is
+// deleted for a Retain owner, so such a record must not hold the owner's
+// deletion.
+func (l *Ledger) Keep(ctx context.Context, p Plan) (*Record, error) {
+	p.Policy = PolicyRetain
+	p.Declared = nil
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	uid := p.Owner.UID
+	rec, err := l.update(ctx, uid, nil, func(r *Record) (bool, error) {
+		if r == nil {
+			return false, fmt.Errorf("%w for uid %s", ErrNotFound, uid)
+		}
+		return p.apply(r), nil
+	}, nil)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case errors.Is(err, ErrInvalidRecord):
+		l.drop(uid)
+		return rec, nil
+	}
+	return rec, err
+}
+
+// Migrate rewrites the record of a live owner, p.Owner, written by the
+// previous release (LegacySchemaVersion: unsigned) in the current layout,
+// signed, and returns it. The caller vouches for the owner: it exists, with
+// this UID, kind, namespace and name (the object being reconciled). conn,
+// the owner's own connection, must prove a deployment (enrolling a
+// sentinel for the operator's key where there is none: the previous
+// release's sentinel holds no such token) that is the deployment the old
+// record names; the record's IDs become what that deployment says carries
+// the owner's tag, not what the unsigned record lists. The old record is
+// replaced conditionally on its version. A record already in the current
+// layout is returned as it is; none is ErrNotFound. Anything that does not
+// match (another owner, another deployment) is an error, and the old
+// record stays, reported.
+func (l *Ledger) Migrate(ctx context.Context, p Plan, conn Prover) (*Record, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	r, err := l.Get(ctx, p.Owner.UID)
+	if !errors.Is(err, ErrLegacyRecord) {
+		return r, err
+	}
+	q := l.key.question(Tag(p.Owner))
+	q.Enroll = l.key.enrollment()
+	a, err := ask(ctx, conn, q)
+	if err != nil {
+		return nil, err
+	}
+	return l.migrate(ctx, p, q, a)
+}
+
+// migrate replaces p.Owner's legacy record using a, conn's answer to q
+// (which asked for p.Owner's tag).
+func (l *Ledger) migrate(ctx context.Context, p Plan, q Question, a Answer) (*Record, error) {
+	old, err := l.store.Get(ctx, p.Owner.UID)
+	if !errors.Is(err, ErrLegacyRecord) {
+		if err == nil {
+			return l.Get(ctx, p.Owner.UID) // migrated meanwhile
+		}
+		return nil, err
+	}
+	o, n := old.Owner, p.Owner
+	if o.GroupVersionKind().GroupKind() != n.GroupVersionKind().GroupKind() || o.Namespace != n.Namespace || o.Name != n.Name || o.UID != n.UID {
+		return nil, fmt.Errorf("%w: the record of the previous layout names %s, not %s: not migrated", ErrInvalidRecord, o, n)
+	}
+	if !l.key.verify(q, a, a.Salt) {
+		return nil, fmt.Errorf("%w: %s: the deployment's answer does not verify with this operator's key: the record of the previous layout is not migrated", ErrNotProven, n)
+	}
+	if a.Deployment != old.Deployment {
+		return nil, fmt.Errorf("%w: the record of the previous layout of %s is for deployment %q, the connection reaches deployment %q: not migrated", ErrNotProven, n, old.Deployment, a.Deployment)
+	}
+	now := l.clock.Now()
+	created := old.CreatedAt
+	if created.IsZero() || created.After(now) {
+		created = now
+	}
+	var ids []string
+	if q.Tag == Tag(n) {
+		ids = slices.Clone(a.Tagged)
+	}
+	r := &Record{
+		Schema: SchemaVersion, Owner: n, Policy: p.Policy, Deployment: a.Deployment, Salt: a.Salt,
+		Tag: Tag(n), ExternalIDs: ids, CreatedAt: created, LastCreateAttempt: now,
+		Version: old.Version, // replaces exactly the record read
+	}
+	p.apply(r)
+	l.sign(r)
+	if err := l.store.Put(ctx, r); err != nil {
+		return nil, err
+	}
+	l.keep(r)
+	return r, nil
+}
+
 // Plan is what a record says about its owner besides what the deployment
 // reports.
 type Plan struct {
@@ -212,6 +320,10 @@ type Plan struct {
 	// Via is the connection object the owner reaches the service through;
 	// nil when its kind has none.
 	Via *ConnectionRef
+	// NamespaceUID is the UID of the owner's namespace, read live by the
+	// caller; "" leaves the record's as it is (and makes an adoption need
+	// an admin's approval).
+	NamespaceUID types.UID
 	// Declared are IDs known before the create (see Ledger.Create).
 	Declared []string
 }
@@ -242,6 +354,9 @@ func (p Plan) apply(r *Record) bool {
 	if p.Via != nil && (r.Via == nil || *r.Via != *p.Via) {
 		v := *p.Via
 		r.Via, changed = &v, true
+	}
+	if p.NamespaceUID != "" && r.NamespaceUID != p.NamespaceUID {
+		r.NamespaceUID, changed = p.NamespaceUID, true
 	}
 	return r.merge(p.Declared) || changed
 }
@@ -279,7 +394,7 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 		return nil, err
 	}
 	now := l.clock.Now()
-	rec, err := l.update(ctx, p.Owner.UID, nil, func(r *Record) (bool, error) {
+	mutate := func(r *Record) (bool, error) {
 		if r == nil {
 			if !l.key.verify(q, a, a.Salt) {
 				return false, fmt.Errorf("%w: %s: the deployment's answer does not verify with this operator's key (a sentinel made by another key, or not the service it claims to be)", ErrNotProven, p.Owner)
@@ -294,14 +409,24 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 		// back (a record whose attempt precedes its creation is invalid).
 		r.LastCreateAttempt = latest(now, r.LastCreateAttempt)
 		return true, nil
-	}, func() *Record {
+	}
+	fresh := func() *Record {
 		r := &Record{
 			Schema: SchemaVersion, Owner: p.Owner, Policy: p.Policy, Deployment: a.Deployment, Salt: a.Salt,
 			Tag: tag, ExternalIDs: slices.Clone(p.Declared), CreatedAt: now, LastCreateAttempt: now,
 		}
 		p.apply(r)
 		return r
-	})
+	}
+	rec, err := l.update(ctx, p.Owner.UID, nil, mutate, fresh)
+	if errors.Is(err, ErrLegacyRecord) {
+		// The previous release's record of this owner: migrated with this
+		// proof (the answer lists what carries the tag), then written as
+		// any existing record is.
+		if _, err = l.migrate(ctx, p, q, a); err == nil {
+			rec, err = l.update(ctx, p.Owner.UID, nil, mutate, fresh)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, ErrNotProven) || errors.Is(err, ErrInvalidRecord) {
 			return nil, err
@@ -352,6 +477,9 @@ func (l *Ledger) Ensure(ctx context.Context, p Plan, conn Prover, ids []string) 
 		return nil, false, err
 	}
 	r, err := l.Get(ctx, p.Owner.UID)
+	if errors.Is(err, ErrLegacyRecord) {
+		r, err = l.Migrate(ctx, p, conn)
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		l.drop(p.Owner.UID)
@@ -407,7 +535,26 @@ func (l *Ledger) Ensure(ctx context.Context, p Plan, conn Prover, ids []string) 
 //     the new one;
 //  3. the previous record is removed without deleting anything.
 //
-// A previous record of another kind, namespace or name is ErrNotAdoptable.
+// Every step may be repeated: while the previous record exists the
+// adoption is unfinished, and calling Adopt again resumes it (the record
+// of step 1 is updated, retag must accept resources already moved).
+//
+// Names are not enough to hand resources over, so the claim is also bound
+// to where the resources came from and to the tenancy they belong to:
+//
+//   - a previous record of another kind, namespace or name is
+//     ErrNotAdoptable;
+//   - a previous record created through a connection object (Record.Via)
+//     passes only to an owner whose connection (p.Via) has the same group,
+//     kind, namespace and name: ErrOtherConnection (its UID may differ: a
+//     restore re-creates it);
+//   - for a namespaced owner, the namespace must be the very one the
+//     record was written in: p.NamespaceUID (read live by the caller) equal
+//     to Record.NamespaceUID. Otherwise (the namespace was deleted and
+//     created again under its name, by a restore or by anyone who may
+//     create namespaces; or either UID is unknown) an admin must approve:
+//     AnnotationApproval on the previous record naming p.Owner.UID. Else
+//     ErrNeedsApproval.
 func (l *Ledger) Adopt(ctx context.Context, from types.UID, p Plan, conn Prover, retag func(ctx context.Context, ids []string, from, to string) error) (*Record, error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -419,6 +566,9 @@ func (l *Ledger) Adopt(ctx context.Context, from types.UID, p Plan, conn Prover,
 	o, n := old.Owner, p.Owner
 	if o.GroupVersionKind().GroupKind() != n.GroupVersionKind().GroupKind() || o.Namespace != n.Namespace || o.Name != n.Name || o.UID == n.UID {
 		return nil, fmt.Errorf("%w: the record of %s cannot pass to %s: only an object of the same kind, namespace and name, with another UID, adopts", ErrNotAdoptable, o, n)
+	}
+	if err := adoptable(old, p); err != nil {
+		return nil, err
 	}
 	q := l.key.question(old.Tag)
 	a, err := ask(ctx, conn, q)
@@ -462,6 +612,29 @@ func (l *Ledger) Adopt(ctx context.Context, from types.UID, p Plan, conn Prover,
 		return rec, err
 	}
 	return rec, nil
+}
+
+// adoptable checks what binds old to p beyond names: the connection it was
+// created through and the namespace it was written in, or an admin's
+// approval.
+func adoptable(old *Record, p Plan) error {
+	if v := old.Via; v != nil {
+		w := p.Via
+		if w == nil || w.GroupVersionKind().GroupKind() != v.GroupVersionKind().GroupKind() || w.Namespace != v.Namespace || w.Name != v.Name {
+			return fmt.Errorf("%w: the record of %s was created through %s %s/%s, %s reaches the service through %s", ErrOtherConnection, old.Owner, v.Kind, v.Namespace, v.Name, p.Owner, w)
+		}
+	}
+	if old.Owner.Namespace == "" {
+		return nil // cluster-scoped: no namespace to re-create
+	}
+	if old.NamespaceUID != "" && old.NamespaceUID == p.NamespaceUID {
+		return nil
+	}
+	if old.Approval != "" && old.Approval == p.Owner.UID {
+		return nil
+	}
+	return fmt.Errorf("%w: the record of %s was written in namespace %s with uid %q, %s is in a namespace with uid %q; to let it adopt, annotate the record %s=%s",
+		ErrNeedsApproval, old.Owner, old.Owner.Namespace, old.NamespaceUID, p.Owner, p.NamespaceUID, AnnotationApproval, p.Owner.UID)
 }
 
 // current is uid's record: as remembered, or read and authenticated.

@@ -14,11 +14,30 @@ import (
 )
 
 // SchemaVersion is the record layout this package writes. A record with any
-// other version is invalid to this code: reported, never acted on.
+// other version is invalid to this code: reported, never acted on, except
+// a record of LegacySchemaVersion, which its live owner's reconcile
+// migrates (Ledger.Migrate).
 const SchemaVersion = 2
+
+// LegacySchemaVersion is the layout of the previous release: unsigned, its
+// deployment proven by a commitment to a token the operator read from the
+// service. Its fields are never trusted for anything irreversible: a live
+// owner's connection proves the deployment again and the deployment lists
+// what carries the tag (Ledger.Migrate); a record whose owner is gone
+// stays invalid, reported, for an admin.
+const LegacySchemaVersion = 1
 
 // TagPrefix starts every ownership tag.
 const TagPrefix = "finale:"
+
+// AnnotationUID is the annotation on an owner that names the UID its
+// external resources are recorded under. lifecycle sets it to the owner's
+// own UID with its cleanup finalizer; an owner whose annotation names
+// another UID (restored from a backup, which keeps annotations but not
+// UIDs) claims that UID's record. The sweeper deletes nothing of a record
+// an object of the same kind, namespace and name claims, and treats a
+// namesake that does not claim it as what it is: another object.
+const AnnotationUID = "finale.dev/uid"
 
 // Owner is the Kubernetes object whose external resources a record covers.
 type Owner struct {
@@ -135,6 +154,13 @@ type Record struct {
 	// Salt is the deployment's sentinel salt: with the operator's key it
 	// gives the token only the genuine deployment holds.
 	Salt string
+	// NamespaceUID is the UID of the owner's namespace when the record was
+	// written; empty for a cluster-scoped owner or when the operator could
+	// not read it. A namespace deleted and created again under the same
+	// name has another UID: adoption across it needs an admin's approval
+	// (Ledger.Adopt), so whoever re-creates a namespace does not inherit
+	// what its previous tenants left.
+	NamespaceUID types.UID
 	// Tag is Tag(Owner), put on every external resource.
 	Tag string
 	// ExternalIDs are the exact IDs the deployment returned; only ever grown.
@@ -151,6 +177,11 @@ type Record struct {
 	Version string
 	// Source locates the stored record, for Events; set by the store.
 	Source *corev1.ObjectReference
+	// Approval is the UID of an object an admin allowed to adopt this
+	// record across a re-created namespace (AnnotationApproval on the
+	// stored record). It is not signed: it is the word of whoever may
+	// write the records namespace, which is only the operator and admins.
+	Approval types.UID
 }
 
 // signed is what the MAC covers, in a fixed order and encoding.
@@ -159,6 +190,8 @@ func (r *Record) signed() string {
 	if ids == nil {
 		ids = []string{} // as a stored record decodes
 	}
+	// Fields added after records v2 shipped are omitted when empty, so a
+	// record written before them still authenticates (testdata).
 	b, _ := json.Marshal(struct {
 		Schema                       int
 		Owner                        Owner
@@ -167,8 +200,9 @@ func (r *Record) signed() string {
 		Deployment, Salt, Tag        string
 		ExternalIDs                  []string
 		CreatedAt, LastCreateAttempt string
+		NamespaceUID                 types.UID `json:",omitempty"`
 	}{r.Schema, r.Owner, r.Policy, r.Via, r.Deployment, r.Salt, r.Tag, ids,
-		r.CreatedAt.UTC().Format(time.RFC3339Nano), r.LastCreateAttempt.UTC().Format(time.RFC3339Nano)})
+		r.CreatedAt.UTC().Format(time.RFC3339Nano), r.LastCreateAttempt.UTC().Format(time.RFC3339Nano), r.NamespaceUID})
 	return string(b)
 }
 

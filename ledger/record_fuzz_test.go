@@ -21,15 +21,15 @@ func FuzzDecodeRecord(f *testing.F) {
 	orig := &Record{
 		Schema: SchemaVersion, Owner: owner, Deployment: "d1", Salt: "s1", Policy: PolicyDelete,
 		Via: &ConnectionRef{Kind: "Server", Namespace: "team", Name: "pg", UID: "u-pg"},
-		Tag: Tag(owner), ExternalIDs: []string{"app"}, CreatedAt: at, LastCreateAttempt: at,
+		Tag: Tag(owner), ExternalIDs: []string{"app"}, CreatedAt: at, LastCreateAttempt: at, NamespaceUID: "u-team",
 	}
 	l.sign(orig)
 	s := &ConfigMapStore{namespace: "finale-system"}
 	keys := []string{keySchema, keyAPIVersion, keyKind, keyNamespace, keyName, keyUID, keyDeployment, keySalt,
-		keyPolicy, keyVia, keyMAC, keyTag, keyExternalIDs, keyCreatedAt, keyLastAttempt}
+		keyPolicy, keyVia, keyMAC, keyTag, keyExternalIDs, keyCreatedAt, keyLastAttempt, keyNamespaceUID}
 	for i, v := range []string{"3", "v1", "Database", "other", "x", "u2", "d2", "s2", "Retain",
 		`{"kind":"Server","namespace":"evil","name":"pg","uid":"u-pg"}`, "00", "finale:role:u2", `["app","victim"]`,
-		"2026-12-01T10:00:00.000000123+00:00", "not a time"} {
+		"2026-12-01T10:00:00.000000123+00:00", "not a time", "u-another-team"} {
 		f.Add(i, v)
 	}
 	f.Add(len(keys), "") // no field changed: the record as signed
@@ -47,7 +47,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil || !l.authentic(got) {
 			return
 		}
-		ignore := cmpopts.IgnoreFields(Record{}, "Version", "Source")
+		ignore := cmpopts.IgnoreFields(Record{}, "Version", "Source", "Approval")
 		if diff := cmp.Diff(orig, got, ignore, cmpopts.EquateEmpty(), cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
 			t.Fatalf("%s=%q decodes to another record that still authenticates (-signed +decoded):\n%s", name, value, diff)
 		}

@@ -28,8 +28,21 @@ var (
 	// operator's key: it was edited, forged, or written by another key. It
 	// wraps ErrInvalidRecord: never acted on, never deleted.
 	ErrUnauthenticated = fmt.Errorf("%w: not signed by this operator's key", ErrInvalidRecord)
+	// ErrLegacyRecord: a stored record of the previous layout
+	// (LegacySchemaVersion), unsigned. It wraps ErrInvalidRecord: nothing
+	// acts on it until its live owner's reconcile migrates it (Migrate).
+	ErrLegacyRecord = fmt.Errorf("%w: a record of the previous layout (schema %d, unsigned)", ErrInvalidRecord, LegacySchemaVersion)
 	// ErrNotAdoptable: a record cannot pass to the object that claims it.
 	ErrNotAdoptable = errors.New("ledger: record not adoptable")
+	// ErrOtherConnection: the claiming object reaches the service through
+	// another connection object than the one the record was created
+	// through. It wraps ErrNotAdoptable.
+	ErrOtherConnection = fmt.Errorf("%w: the claiming object's connection is not the record's", ErrNotAdoptable)
+	// ErrNeedsApproval: the claiming object's namespace is not the one the
+	// record was written in (deleted and created again, or unknown), and no
+	// admin approved the adoption (AnnotationApproval). It wraps
+	// ErrNotAdoptable.
+	ErrNeedsApproval = fmt.Errorf("%w: the namespace was re-created since the record was written, and no admin approved the adoption", ErrNotAdoptable)
 	// ErrRecordWrite: the write-ahead record could not be written, so the
 	// create was not called.
 	ErrRecordWrite = errors.New("ledger: cleanup record not written, create not attempted")
@@ -39,7 +52,9 @@ var (
 // on Record.Version so that two writers never silently overwrite each other.
 type Store interface {
 	// Get returns the record for uid: ErrNotFound when there is none, an
-	// error wrapping ErrInvalidRecord when it does not decode.
+	// error wrapping ErrInvalidRecord when it does not decode (then with
+	// whatever did decode, if anything: ErrLegacyRecord comes with the
+	// legacy record, for Migrate).
 	Get(ctx context.Context, uid types.UID) (*Record, error)
 	// Put creates the record when r.Version is empty, and otherwise updates
 	// it only if it is still at r.Version (else ErrConflict). It sets

@@ -4,12 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/ledger"
 )
+
+// ReasonAdoptionNeedsApproval: the claim crosses a namespace that was
+// deleted and created again; only an admin may let it through.
+const ReasonAdoptionNeedsApproval = "AdoptionNeedsApproval"
+
+// Messages of refused claims, one per cause, each saying what resolves it
+// and none suggesting what would create a new resource in place of the
+// claimed one. Format verbs: the claimed uid first.
+const (
+	MessageAdoptionNoRecord = "annotation " + AnnotationUID + " claims the resources of uid %s, but no cleanup record of that uid exists, so nothing proves what they are: an admin can restore the record %s from a backup of the operator's namespace; removing the annotation would make this object create a new resource instead of adopting the old one"
+	// MessageAdoptionApproval: uid, records namespace, record name, this
+	// object's uid.
+	MessageAdoptionApproval = "annotation " + AnnotationUID + " claims the resources of uid %s, whose cleanup record was written in an earlier namespace of this name (deleted since), or in one whose identity was not recorded: an admin who trusts this claim approves it with: kubectl -n %s annotate configmap %s " + ledger.AnnotationApproval + "=%s"
+	// MessageAdoptionConnection: uid, the record's connection kind and name.
+	MessageAdoptionConnection = "annotation " + AnnotationUID + " claims the resources of uid %s, which were created through %s %q: reference that connection to adopt them"
+	MessageAdoptionNotProven  = "annotation " + AnnotationUID + " claims the resources of uid %s, but this object's connection does not prove the deployment their cleanup record names: point the connection at that deployment"
+	MessageAdoptionInvalid    = "annotation " + AnnotationUID + " claims the resources of uid %s, but their cleanup record is invalid or not signed by this operator: an admin must inspect it in the operator's namespace"
+)
+
+var namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
 
 // adoption is what an object took over from its predecessor.
 type adoption struct {
@@ -26,27 +50,39 @@ var (
 
 // adopt handles an object whose AnnotationUID names another UID: restored
 // from a backup (annotations survive a restore, UIDs do not) or written so
-// in a manifest. It takes over that UID's record and resources when the
-// record is authentic, of the same kind, namespace and name, and its
-// deployment is the one this connection reaches (ledger.Adopt checks
-// both); the predecessor is gone, because this object now holds its name.
-// Nothing is created while a claim is unresolved: a restored object that
-// created afresh would either collide with its own old resource or
-// duplicate it.
+// in a manifest. It takes over that UID's record and resources when
+// ledger.Adopt allows it: the record is authentic, of the same kind,
+// namespace and name, created through a connection of the same name as
+// this object's, written in this very namespace (or an admin approved),
+// and its deployment is the one this connection reaches. The predecessor
+// is gone, because this object now holds its name. Nothing is created
+// while a claim is unresolved: a restored object that created afresh would
+// either collide with its own old resource or duplicate it.
 //
-// It returns nil, nil when the object already has its own record (an
-// adoption finished before a crash, or a stale annotation): only the
-// annotation is left to fix.
+// The claimed record decides whether an adoption is finished: while it
+// exists, the adoption is resumed (a transient error or a crash between
+// ledger.Adopt's steps leaves this object's own record written and some
+// resources still under the old tag; seeing only its own record, a
+// reconcile would find nothing under the new tag and create). It returns
+// nil, nil when the claimed record is gone and this object has its own:
+// an adoption that finished before a crash, or a stale annotation; only
+// the annotation is left to fix.
 func (r *Reconciler[O, K, C]) adopt(ctx context.Context, c C, obj O, conn Connection[K], claim string) (*adoption, error) {
 	if claim == "" {
 		return nil, nil // an object that predates the annotation
 	}
-	if _, err := r.o.Ledger.Get(ctx, obj.GetUID()); err == nil {
-		return nil, nil
-	} else if !errors.Is(err, ledger.ErrNotFound) {
+	from := types.UID(claim)
+	claimed, err := r.o.Ledger.Get(ctx, from)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		if _, err := r.o.Ledger.Get(ctx, obj.GetUID()); err == nil {
+			return nil, nil
+		} else if !errors.Is(err, ledger.ErrNotFound) && !errors.Is(err, ledger.ErrInvalidRecord) {
+			return nil, err
+		}
+	case err != nil && !errors.Is(err, ledger.ErrInvalidRecord):
 		return nil, err
 	}
-	from := types.UID(claim)
 	rt, ok := r.adapter.(Retagger[C])
 	if !ok {
 		return nil, &NeedsAction{Reason: ReasonAdoptionUnsupported, Err: fmt.Errorf("%w: "+MessageAdoptionUnsup, errAdoptionUnsupported, from)}
@@ -54,7 +90,11 @@ func (r *Reconciler[O, K, C]) adopt(ctx context.Context, c C, obj O, conn Connec
 	if err := r.confirmLive(ctx, obj, conn); err != nil {
 		return nil, err
 	}
-	rec, err := r.o.Ledger.Adopt(ctx, from, r.plan(obj, conn), r.prover(c), func(ctx context.Context, ids []string, fromTag, toTag string) error {
+	p, err := r.recordPlan(ctx, obj, conn)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.o.Ledger.Adopt(ctx, from, p, r.prover(c), func(ctx context.Context, ids []string, fromTag, toTag string) error {
 		for _, id := range ids {
 			if err := rt.Retag(ctx, c, id, fromTag, toTag); err != nil {
 				return err
@@ -62,27 +102,114 @@ func (r *Reconciler[O, K, C]) adopt(ctx context.Context, c C, obj O, conn Connec
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-	case errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrNotAdoptable), errors.Is(err, ledger.ErrNotProven), errors.Is(err, ledger.ErrInvalidRecord):
-		return nil, &NeedsAction{Reason: ReasonAdoptionRefused, Err: fmt.Errorf("%w: "+MessageAdoptionRefused+" (%s)", errAdoptionRefused, from, short(err))}
-	default:
+	if err != nil {
+		if na := refusal(err, from, claimed, p); na != nil {
+			logf.FromContext(ctx).Info("adoption refused", "claimed", from, "reason", na.Reason, "error", err.Error())
+			return nil, na
+		}
 		return nil, err
 	}
 	return &adoption{uid: from, ids: rec.ExternalIDs}, nil
 }
 
-// short names which check refused, without the service's details.
-func short(err error) string {
+// refusal turns a refused ledger.Adopt into what the user or an admin must
+// do; nil for an error that is not a refusal (retried with backoff).
+// claimed is the claimed record as read, if anything was.
+func refusal(err error, from types.UID, claimed *ledger.Record, p ledger.Plan) *NeedsAction {
+	na := &NeedsAction{Reason: ReasonAdoptionRefused, Err: errAdoptionRefused}
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		return "no cleanup record for that uid"
+		na.Action = fmt.Sprintf(MessageAdoptionNoRecord, from, ledger.ConfigMapName(from))
+	case errors.Is(err, ledger.ErrNeedsApproval):
+		ns := "<the operator's namespace>"
+		if claimed != nil && claimed.Source != nil {
+			ns = claimed.Source.Namespace
+		}
+		na.Reason = ReasonAdoptionNeedsApproval
+		na.Action = fmt.Sprintf(MessageAdoptionApproval, from, ns, ledger.ConfigMapName(from), p.Owner.UID)
+	case errors.Is(err, ledger.ErrOtherConnection):
+		kind, name := "a connection", ""
+		if claimed != nil && claimed.Via != nil {
+			kind, name = claimed.Via.Kind, claimed.Via.Name
+		}
+		na.Action = fmt.Sprintf(MessageAdoptionConnection, from, kind, name)
 	case errors.Is(err, ledger.ErrNotAdoptable):
-		return "the record is of another kind, namespace or name"
+		na.Action = fmt.Sprintf(MessageAdoptionRefused, from)
 	case errors.Is(err, ledger.ErrNotProven):
-		return "the record's deployment is not the one this connection reaches"
+		na.Action = fmt.Sprintf(MessageAdoptionNotProven, from)
 	case errors.Is(err, ledger.ErrInvalidRecord):
-		return "the record is invalid or not signed by this operator"
+		na.Action = fmt.Sprintf(MessageAdoptionInvalid, from)
+	default:
+		return nil
 	}
-	return strings.TrimSpace(err.Error())
+	return na
+}
+
+// recordPlan is plan with the UID of obj's namespace, which the record
+// keeps so that an adoption can tell a namespace that was deleted and
+// created again from the one it was written in.
+func (r *Reconciler[O, K, C]) recordPlan(ctx context.Context, obj O, conn Connection[K]) (ledger.Plan, error) {
+	p := r.plan(obj, conn)
+	uid, err := r.namespaceUID(ctx, obj)
+	p.NamespaceUID = uid
+	return p, err
+}
+
+// namespaceUID reads the UID of obj's namespace live, once per object: an
+// object lives in one namespace instance for its whole life, so the
+// answer cannot change while it exists. A reader not allowed to get
+// namespaces gives "" (logged once): records then lack it, and every
+// adoption needs an admin's approval, which fails closed without blocking
+// any create.
+func (r *Reconciler[O, K, C]) namespaceUID(ctx context.Context, obj O) (types.UID, error) {
+	if obj.GetNamespace() == "" {
+		return "", nil
+	}
+	if v, ok := r.namespaces.Load(obj.GetUID()); ok {
+		return v.(types.UID), nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(namespaceGVK)
+	err := r.o.APIReader.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns)
+	switch {
+	case apierrors.IsForbidden(err):
+		r.noNamespaces.Do(func() {
+			logf.FromContext(ctx).Info("cannot read namespaces: cleanup records will not name their namespace, so every adoption across UIDs needs an admin's approval; grant get on namespaces to fix", "error", err.Error())
+		})
+		return "", nil
+	case apierrors.IsNotFound(err):
+		return "", nil // cannot be while obj exists; unknown is safe (approval needed)
+	case err != nil:
+		return "", fmt.Errorf("lifecycle: read namespace %s: %w", obj.GetNamespace(), err)
+	}
+	r.namespaces.Store(obj.GetUID(), ns.GetUID())
+	return ns.GetUID(), nil
+}
+
+// keep keeps obj's record, marked Retain, for a restored object to adopt
+// (ledger.Keep): the sweeper never deletes through it.
+func (r *Reconciler[O, K, C]) keep(ctx context.Context, obj O) error {
+	if r.o.Ledger == nil {
+		return nil
+	}
+	p, err := r.recordPlan(ctx, obj, Connection[K]{})
+	if err != nil {
+		return err
+	}
+	_, err = r.o.Ledger.Keep(ctx, p)
+	return err
+}
+
+// cleanupLegacy migrates obj's record of the previous layout through its
+// own connection (ledger.Migrate: the object vouches for the owner, the
+// deployment for what carries its tag) and then cleans up through it.
+func (r *Reconciler[O, K, C]) cleanupLegacy(ctx context.Context, c C, obj O, conn Connection[K]) (ledger.CleanupResult, error) {
+	p, err := r.recordPlan(ctx, obj, conn)
+	if err != nil {
+		return ledger.CleanupResult{}, err
+	}
+	if _, err := r.o.Ledger.Migrate(ctx, p, r.prover(c)); err != nil {
+		return ledger.CleanupResult{}, err
+	}
+	return r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c))
 }

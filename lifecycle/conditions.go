@@ -1,5 +1,7 @@
 package lifecycle
 
+import "github.com/finale-dev/finale/ledger"
+
 // Condition types.
 const (
 	// ConditionReady is True while the external resource exists as specified.
@@ -63,11 +65,11 @@ const (
 	MessageCreated         = "created the external resource %s"
 	MessageAdopted         = "adopted %s, which already carries this object's ownership tag (an earlier create whose answer was lost)"
 	MessageAdoptedFrom     = "adopted the external resources %q of the previous object with this kind, namespace and name (uid %s), and their cleanup record"
-	MessageAdoptionRefused = "annotation " + AnnotationUID + " claims the resources of uid %s, which this object may not adopt (no cleanup record of an object with this kind, namespace and name and that uid, or its deployment is not the one this connection reaches): remove the annotation or fix it"
+	MessageAdoptionRefused = "annotation " + AnnotationUID + " claims the resources of uid %s, which belong to an object of another kind, namespace or name: this object may not adopt them (a copy of an object elsewhere is another object); fix the annotation"
 	MessageAdoptionUnsup   = "annotation " + AnnotationUID + " claims the resources of uid %s, but this kind cannot move resources to a new owner: remove the annotation"
 	MessageDeleted         = "deleted the external resource and removed the cleanup record"
 	MessageNothingCreated  = "deleted at once: nothing was created outside the cluster (no cleanup record)"
-	MessageRetained        = "deletion policy Retain: the external resource stays, with its ownership tag; the cleanup record was removed"
+	MessageRetained        = "deletion policy Retain: the external resource stays, with its ownership tag, and so does its cleanup record, marked Retain (the sweeper never deletes through it), for a restored object to adopt"
 	MessageReleased        = "released without deleting the external resource: the hold on %s %q ended and the delete could not be done; the cleanup record stays for the sweeper"
 )
 
@@ -79,4 +81,4 @@ const (
 // resources and cleanup record of that UID: it adopts them if the record
 // is of the same kind, namespace and name and its owner is gone. That is
 // the only way resources pass from one object to another.
-const AnnotationUID = "finale.dev/uid"
+const AnnotationUID = ledger.AnnotationUID

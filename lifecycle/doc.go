@@ -81,16 +81,35 @@
 // evented on the object and on its record (its namespace may refuse
 // Events), logged, and its record left for the sweeper. (An operator that
 // was down past the hold timeout does not find the hold over: the hold
-// counts from its own first look at the deletion, package hold.) A DeletionPolicy of Retain keeps the external resource and
-// its tag and removes the record.
+// counts from its own first look at the deletion, package hold.) A
+// DeletionPolicy of Retain keeps the external resource and its tag, and
+// keeps the record too, marked Retain (ledger.Keep): the sweeper never
+// deletes through it, and a restored object can adopt what was kept.
 //
 // Restore and migration: an object whose AnnotationUID names another UID
 // (restored from a backup, which keeps annotations but not UIDs; or written
-// so in a GitOps manifest) adopts that UID's record and resources, when the
-// record is of the same kind, namespace and name and its deployment is the
-// one this object's connection proves (an adapter implementing Retagger
-// moves the resources to the new tag). Nothing is created while a claim is
-// unresolved; a claim that cannot be honoured is AdoptionRefused.
+// so in a GitOps manifest) adopts that UID's record and resources
+// (ledger.Adopt; an adapter implementing Retagger moves the resources to
+// the new tag), when the record is authentic and of the same kind,
+// namespace and name, the object's connection object has the name of the
+// one the record was created through and proves the record's deployment,
+// and the namespace is the very one the record was written in. Across a
+// namespace deleted and created again under its name (a restore into a
+// fresh namespace, or anyone who may create namespaces), an admin must
+// approve the claim on the record (ledger.AnnotationApproval, naming the
+// object's UID): the claim says, in Synced (AdoptionNeedsApproval), the
+// kubectl command. The namespace's UID is read live once per object
+// (Options.APIReader needs get on namespaces; without it records do not
+// name their namespace and every adoption needs an approval). The claimed
+// record decides when an adoption is finished: while it exists the
+// adoption is resumed, so a crash or an error between its steps never
+// leaves the object creating on its new, empty tag. Nothing is created
+// while a claim is unresolved; a claim that cannot be honoured is
+// AdoptionRefused (or AdoptionNeedsApproval) with a message that says
+// what resolves it, never one that would create a new resource in place of
+// the claimed one. A record written by the previous release (unsigned) is
+// migrated by its object's reconcile, through its own connection
+// (ledger.Migrate), on the way to Ensure, Create or the delete.
 //
 // Status: Ready and Synced conditions with constant reasons and messages
 // that say what to do, observedGeneration, and Events on transitions into a
@@ -148,8 +167,10 @@
 // else and must be refused by Observe or Create (NeedsAction), never adopted
 // or deleted. The deployment identity comes from the service, proven, never
 // from the spec. Adoption across UIDs needs the same kind, namespace and
-// name (a namespace is a tenancy boundary) and a connection that proves the
-// record's deployment. See SECURITY.md and package sweep.
+// name, a connection of the record's name that proves the record's
+// deployment, and the same namespace instance (a namespace is a tenancy
+// boundary, and a re-created one is a new tenancy) or an admin's approval.
+// See SECURITY.md and package sweep.
 //
 // The owner's own delete trusts the channel its parent names: a proxy in
 // that path can move the session to a copy of the deployment after the

@@ -147,6 +147,10 @@ type Reconciler[O client.Object, K comparable, C any] struct {
 	// failures counts, per object UID, the failed passes of a held
 	// deletion in a row, for its backoff.
 	failures sync.Map
+	// namespaces holds, per object UID, its namespace's UID (see
+	// namespaceUID); noNamespaces logs once that it cannot be read.
+	namespaces   sync.Map
+	noNamespaces sync.Once
 }
 
 type schema struct{ group, version, kind string }
@@ -409,7 +413,11 @@ func (r *Reconciler[O, K, C]) verify(ctx context.Context, c C, obj O, conn Conne
 			return nil
 		}
 	}
-	_, recreated, err := r.o.Ledger.Ensure(ctx, r.plan(obj, conn), r.prover(c), ids)
+	p, err := r.recordPlan(ctx, obj, conn)
+	if err != nil {
+		return err
+	}
+	_, recreated, err := r.o.Ledger.Ensure(ctx, p, r.prover(c), ids)
 	if err != nil {
 		return err
 	}
@@ -438,13 +446,16 @@ func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, conn Conne
 		_, err := createFn(ctx, tag)
 		return id, err
 	}
-	p := r.plan(obj, conn)
+	p, err := r.recordPlan(ctx, obj, conn)
+	if err != nil {
+		return "", err
+	}
 	if d, ok := r.adapter.(Declarer[O]); ok {
 		if declared, ok := d.DeclareID(obj, tag); ok && declared != "" {
 			p.Declared = []string{declared}
 		}
 	}
-	_, err := r.o.Ledger.Create(ctx, p, r.prover(c), createFn)
+	_, err = r.o.Ledger.Create(ctx, p, r.prover(c), createFn)
 	if err == nil && p.Via != nil {
 		r.verified.Store(obj.GetUID(), verification{at: r.o.Clock.Now(), parent: p.Via.UID})
 	}
@@ -510,7 +521,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		return reconcile.Result{}, nil
 	}
 	if r.policy(obj) == PolicyRetain {
-		if err := r.forget(ctx, obj); err != nil {
+		if err := r.keep(ctx, obj); err != nil {
 			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
 		}
 		return r.finish(ctx, obj, ReasonRetained, MessageRetained)
@@ -520,6 +531,9 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		var err error
 		rec, err = r.o.Ledger.Get(ctx, obj.GetUID())
 		switch {
+		case errors.Is(err, ledger.ErrLegacyRecord):
+			// The previous release's record: migrated through this
+			// object's own connection before the cleanup (cleanupLegacy).
 		case errors.Is(err, ledger.ErrNotFound):
 			// No record, no create: an object that never got as far as a
 			// create (its connection never worked, its Secret never
@@ -546,7 +560,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		if err == nil && conn.Parent != nil {
 			lastCtx, cancel := context.WithTimeout(ctx, r.o.LastChance)
 			tag := ledger.Tag(r.owner(obj))
-			cerr := r.pool.Do(lastCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, tag) })
+			cerr := r.pool.Do(lastCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, conn, tag) })
 			cancel()
 			r.attempt(ctx, obj, cerr)
 			if cerr == nil {
@@ -572,7 +586,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
 	}
 	tag := ledger.Tag(r.owner(obj))
-	err = r.pool.Do(passCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, tag) })
+	err = r.pool.Do(passCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, conn, tag) })
 	r.attempt(ctx, obj, err)
 	if err != nil {
 		if r.o.Hold == nil {
@@ -620,9 +634,12 @@ func (r *Reconciler[O, K, C]) release(ctx context.Context, obj O, conn Connectio
 // (recorded IDs and tagged resources, the deployment proven from inside
 // before and after, record removed last); otherwise by tag, confirmed by
 // looking again.
-func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, tag string) error {
+func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, conn Connection[K], tag string) error {
 	if r.o.Ledger != nil {
 		res, err := r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c))
+		if errors.Is(err, ledger.ErrLegacyRecord) {
+			res, err = r.cleanupLegacy(ctx, c, obj, conn)
+		}
 		if err != nil || res.Removed {
 			return err
 		}
@@ -647,14 +664,6 @@ func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, tag strin
 		return fmt.Errorf("lifecycle: %q still carry tag %s after delete", left, tag)
 	}
 	return nil
-}
-
-// forget removes obj's record without deleting anything (Retain).
-func (r *Reconciler[O, K, C]) forget(ctx context.Context, obj O) error {
-	if r.o.Ledger == nil {
-		return nil
-	}
-	return r.o.Ledger.Forget(ctx, obj.GetUID())
 }
 
 // skipStale reports that obj was read at a resourceVersion one of this
@@ -696,6 +705,7 @@ func (r *Reconciler[O, K, C]) forgetObject(obj O) {
 	r.superseded.Delete(obj.GetUID())
 	r.verified.Delete(obj.GetUID())
 	r.failures.Delete(obj.GetUID())
+	r.namespaces.Delete(obj.GetUID())
 }
 
 // finish removes the finalizer: the last write, after everything it

@@ -14,7 +14,8 @@
 // record somebody edited. Every doubt ends in the record kept and reported
 // (an Event on the record, a metric, the log, `finale audit`), never in a
 // removal. A resource whose owner's deletion policy is Retain is never
-// deleted at all.
+// deleted at all, and its record is never removed: it is what a restored
+// owner adopts.
 //
 // The sweeper deletes and removes only through a connection that
 // authenticates the service's end (Candidate.Authentication): a proof
@@ -32,23 +33,33 @@
 //
 //  1. A record that does not decode, is inconsistent, or whose MAC does not
 //     verify with the operator's key is Invalid: reported (metric, a Warning
-//     Event once, a log line) and never acted on or deleted.
+//     Event once, a log line) and never acted on or deleted. So is a record
+//     of the previous release (schema 1, unsigned): its live owner's
+//     reconcile migrates it (ledger.Migrate); one whose owner is gone is
+//     left for an admin, since nothing vouches for it.
 //  2. The owner is looked up by namespace/name through Options.Owners (the
 //     cache) and its UID compared. The record is authenticated, and an
 //     object's namespace and name never change, so this finds the owner by
 //     its UID. Found with the record's UID: Waiting. "Gone" from the cache is
 //     confirmed with a live read (Options.Live) before anything else: a
 //     cache may lag. A lookup error is not "gone".
-//  3. Gone, but an object of the same kind, namespace and name exists (with
-//     another UID: a restore, a GitOps rebuild): Adoptable. That object may
-//     adopt the record (lifecycle's AnnotationUID), so nothing is deleted
-//     while it exists.
+//  3. Gone, but an object of the same kind, namespace and name (with
+//     another UID: a restore, a GitOps rebuild) claims the record: its
+//     ledger.AnnotationUID names the record's UID. Adoptable: that object
+//     may adopt the record, so nothing is deleted while the claim stands.
+//     A namesake that does not claim it (a plain re-create of the name,
+//     whose annotation is absent or names its own UID) is another object:
+//     the record's owner is gone, and the steps below apply, deleting by
+//     the record's exact identity only, so the namesake's own resources
+//     (another tag) are never touched. A restore carries its claim from the
+//     object's creation (a backup keeps annotations).
 //  4. Gone, but the last create attempt is younger than the settle window
 //     plus the tolerated clock skew (Options.Settle, Options.MaxClockSkew;
 //     the attempt was stamped by another replica's clock): Settling.
-//  5. Gone and settled with policy Retain: the record is forgotten without
-//     deleting anything, counted (finale_sweep_retained_total) and reported
-//     with the IDs that stay.
+//  5. Gone and settled with policy Retain: Retained. Nothing is deleted and
+//     the record stays, for a restored owner to adopt; it is reported once
+//     (an Event naming the IDs that stay and the kubectl command that drops
+//     the record when nobody will adopt them) and counted in the gauge.
 //  6. Otherwise the sweeper asks Options.Targets for the connections this
 //     record may use, in order: the connection object the record was
 //     created through (Record.Via), if it still exists with the same UID,
@@ -70,11 +81,10 @@
 //     off per record (Options.Interval doubling up to Options.MaxBackoff).
 //
 // Metrics (controller-runtime's registry): finale_sweep_records{state}
-// (waiting, settling, adoptable, unverified, unreachable, invalid),
+// (waiting, settling, adoptable, retained, unverified, unreachable, invalid),
 // finale_sweep_deleted_total, finale_sweep_records_removed_total (dropped
-// after confirmation), finale_sweep_retained_total,
-// finale_sweep_errors_total{class} (errclass classes) and
-// finale_sweep_pass_duration_seconds.
+// after confirmation), finale_sweep_errors_total{class} (errclass classes)
+// and finale_sweep_pass_duration_seconds.
 //
 // # Threat model: who can make a record disappear, or a resource
 //
@@ -146,9 +156,15 @@
 //     there directly. A connection that talks to the copy they run still
 //     has to be one the sweeper may use.
 //   - A new UID for an old name (restore, GitOps): the records of the old UID
-//     stay Adoptable while the namesake exists and are adopted explicitly
-//     (lifecycle.AnnotationUID), after the namesake's own connection proves
-//     the deployment; an object in another namespace cannot adopt.
+//     stay Adoptable while a namesake claims them (ledger.AnnotationUID) and
+//     are adopted explicitly, after the namesake's own connection, of the
+//     record's connection's name, proves the deployment, in the very
+//     namespace the record was written in or with an admin's approval
+//     (ledger.Adopt); an object in another namespace cannot adopt. A
+//     namesake can only delay the sweep of its predecessor's records by
+//     claiming them (a leak while the claim stands, never a wrong delete),
+//     and the sweep, when it comes, deletes only what carries the
+//     predecessor's tag.
 //   - A copy that holds the service's own credential (the server's TLS
 //     key copied with its data directory, a copy of the keys service's
 //     identity store) is the service's identity; no client check tells it
@@ -173,5 +189,6 @@
 // window; use a connection the record does not name and no admin
 // designated, or one that does not authenticate the service; remove a
 // record without the deployment's own word that nothing remains; touch an
-// invalid or unsigned record; delete a Retain owner's resources.
+// invalid or unsigned record; delete a Retain owner's resources or remove
+// its record.
 package sweep

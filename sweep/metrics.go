@@ -22,17 +22,22 @@ const (
 	// signed by this operator's key; never acted on.
 	Invalid State = "invalid"
 	// Adoptable: the owner's UID is gone but an object of the same kind,
-	// namespace and name exists (restored, re-created by GitOps): it may
-	// adopt the record, so nothing is deleted while it exists.
+	// namespace and name claims the record (ledger.AnnotationUID: restored,
+	// re-created by GitOps with the annotation): it may adopt the record, so
+	// nothing is deleted while the claim stands.
 	Adoptable State = "adoptable"
 	// Unverified: the owner is gone and settled, but every connection the
 	// record may use is unauthenticated (Candidate.Authentication is
 	// empty): a copy of the deployment behind a proxy could answer
 	// through it, so nothing is asked, deleted or removed.
 	Unverified State = "unverified"
+	// Retained: the owner is gone and its deletion policy was Retain: the
+	// resources and the record stay (a restored owner may adopt them); the
+	// sweeper never acts on it.
+	Retained State = "retained"
 )
 
-var states = []State{Waiting, Settling, Unreachable, Invalid, Adoptable, Unverified}
+var states = []State{Waiting, Settling, Unreachable, Invalid, Adoptable, Unverified, Retained}
 
 var (
 	recordsGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -47,10 +52,6 @@ var (
 		Name: "finale_sweep_records_removed_total",
 		Help: "Cleanup records removed after their deployment confirmed the delete.",
 	})
-	retainedTotal = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "finale_sweep_retained_total",
-		Help: "Cleanup records of gone owners with deletion policy Retain: forgotten without deleting anything.",
-	})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_sweep_errors_total",
 		Help: "Sweeper errors by errclass class.",
@@ -63,5 +64,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(recordsGauge, deletedTotal, removedTotal, retainedTotal, errorsTotal, passSeconds)
+	metrics.Registry.MustRegister(recordsGauge, deletedTotal, removedTotal, errorsTotal, passSeconds)
 }

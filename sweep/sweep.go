@@ -52,10 +52,12 @@ const (
 		"Repair it, or clean up its external resources by hand and then delete it"
 	// MessageSwept: owner, number of deleted resources, deployment, connection.
 	MessageSwept = "owner %s is gone: deleted %d external resource(s) in deployment %s through %s, then removed this record"
-	// MessageRetained: owner, IDs, tag, deployment.
-	MessageRetained = "owner %s is gone and its deletion policy is Retain: the resources with IDs %q (tag %q) stay in deployment %s; the record is removed and nothing was deleted"
-	// MessageAdoptable: owner, the object that now has its name.
-	MessageAdoptable = "owner %s is gone but %s has its kind, namespace and name: it may adopt this record, so the sweeper deletes nothing while it exists"
+	// MessageRetained: owner, IDs, tag, deployment, namespace, name.
+	MessageRetained = "owner %s is gone and its deletion policy is Retain: the resources with IDs %q (tag %q) stay in deployment %s, and so does this record, so that a restored object can adopt them; the sweeper never deletes through it. " +
+		"When nobody will adopt them, delete the record: kubectl -n %s delete configmap %s"
+	// MessageAdoptable: owner, the object that now has its name and claims
+	// the record.
+	MessageAdoptable = "owner %s is gone and %s, with its kind, namespace and name, claims this record (annotation " + ledger.AnnotationUID + "): it may adopt it, so the sweeper deletes nothing while the claim stands"
 )
 
 // Defaults.
@@ -268,12 +270,14 @@ func (s *Sweeper) Start(ctx context.Context) error {
 // the state they were last found in.
 type Report struct {
 	Waiting, Settling, Unreachable, Invalid, Adoptable, Unverified int
+	// Retained counts records of gone owners with policy Retain: kept, for
+	// a restored owner to adopt, and never acted on.
+	Retained int
 	// BackingOff counts records skipped this pass because of earlier failures.
 	BackingOff int
 	// Deleted counts external resources deleted; Removed counts records
-	// removed after a confirmed delete; Retained counts records of Retain
-	// owners forgotten without deleting.
-	Deleted, Removed, Retained int
+	// removed after a confirmed delete.
+	Deleted, Removed int
 	// Errors counts failures (owner lookups, proofs, cleanup).
 	Errors int
 }
@@ -292,6 +296,8 @@ func (r *Report) count(st State) {
 		r.Adoptable++
 	case Unverified:
 		r.Unverified++
+	case Retained:
+		r.Retained++
 	}
 }
 
@@ -344,7 +350,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
-		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Unverified: rep.Unverified}[st]
+		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Retained: rep.Retained}[st]
 		recordsGauge.WithLabelValues(string(st)).Set(float64(n))
 	}
 	return rep, ctx.Err()
@@ -433,8 +439,12 @@ func (p *pass) invalid(inv ledger.Invalid) {
 			ns, name = inv.Record.Source.Namespace, inv.Record.Source.Name
 		}
 		what := "it does not decode or is inconsistent"
-		if errors.Is(inv.Err, ledger.ErrUnauthenticated) {
+		switch {
+		case errors.Is(inv.Err, ledger.ErrUnauthenticated):
 			what = "it is not signed by this operator's key (edited, forged, or written by another installation)"
+		case errors.Is(inv.Err, ledger.ErrLegacyRecord):
+			what = "it was written by the previous release (schema 1, unsigned): its owner's reconcile migrates it while the owner exists; " +
+				"if the owner is gone, nothing vouches for it"
 		}
 		p.s.opts.Log.Error(inv.Err, "invalid cleanup record left alone", "namespace", ns, "name", name)
 		p.event(inv.Record, corev1.EventTypeWarning, ReasonInvalid, MessageInvalid, ns, name, what)
@@ -480,7 +490,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		return
 	}
 	if r.Policy == ledger.PolicyRetain {
-		p.retain(ctx, k, r)
+		p.retain(k, r)
 		return
 	}
 	cands, err := p.s.opts.Targets.Targets(ctx, r)
@@ -559,22 +569,22 @@ func (p *pass) unverified(k string, r *ledger.Record, names []string, ns, name s
 	}
 }
 
-// retain forgets the record of a gone Retain owner: its resources stay,
-// the sweeper never deletes them, and an admin is told which they are.
-func (p *pass) retain(ctx context.Context, k string, r *ledger.Record) {
-	// The Event goes first: it names what stays, and it must outlive the
-	// record it is about.
-	p.event(r, corev1.EventTypeNormal, ReasonRetained, MessageRetained, r.Owner.String(), r.ExternalIDs, r.Tag, r.Deployment)
-	if err := p.s.opts.Ledger.Store().Delete(ctx, r); err != nil {
-		p.countErr(ctx, err)
-		p.s.opts.Log.Error(err, "forget retained cleanup record", "owner", r.Owner.String())
-		p.settle(k, Waiting, true)
+// retain reports the record of a gone Retain owner and leaves it: its
+// resources stay, the sweeper never deletes them, and the record stays too,
+// for a restored owner to adopt (a record removed here is one no restore
+// can claim). An admin is told, once, which resources they are and how to
+// drop the record when nobody will adopt them.
+func (p *pass) retain(k string, r *ledger.Record) {
+	if !p.settle(k, Retained, false) {
 		return
 	}
-	retainedTotal.Inc()
-	p.add(func(rep *Report) { rep.Retained++ })
-	p.s.opts.Log.Info("retained: "+fmt.Sprintf(MessageRetained, r.Owner, r.ExternalIDs, r.Tag, r.Deployment), "owner", r.Owner.String())
-	p.forget(k)
+	ns, name := "", ""
+	if r.Source != nil {
+		ns, name = r.Source.Namespace, r.Source.Name
+	}
+	args := []interface{}{r.Owner.String(), r.ExternalIDs, r.Tag, r.Deployment, ns, name}
+	p.s.opts.Log.Info("retained: "+fmt.Sprintf(MessageRetained, args...), "owner", r.Owner.String())
+	p.event(r, corev1.EventTypeNormal, ReasonRetained, MessageRetained, args...)
 }
 
 var errNoTarget = errors.New("no allowed connection for this record")
@@ -588,15 +598,24 @@ func (p *pass) forget(k string) {
 type ownerState int
 
 const (
-	alive    ownerState = iota
-	gone                // no object of that kind, namespace and name
-	namesake            // another object (another UID) has the name
+	alive ownerState = iota
+	// gone: no object of that kind, namespace and name, or one (another
+	// UID) that does not claim the record: a plain re-create of a name is
+	// another object, and must not keep its predecessor's resources alive
+	// for its whole life.
+	gone
+	// namesake: another object has the name and claims the record
+	// (ledger.AnnotationUID names the record's UID): a restore, which may
+	// adopt it.
+	namesake
 )
 
 // owner looks the record's owner up through rd. The record is
 // authenticated, so its namespace and name are those of the UID it names,
 // and an object's namespace and name never change: looking up the name
-// and comparing the UID finds the owner by its UID.
+// and comparing the UID finds the owner by its UID. Only an explicit claim
+// stops the sweeper for a namesake; a restored object carries its claim
+// from its creation (a restore keeps annotations).
 func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (ownerState, string, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(r.Owner.GroupVersionKind())
@@ -608,6 +627,8 @@ func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (o
 		return alive, "", fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
 	case obj.GetUID() == r.Owner.UID:
 		return alive, "", nil
+	case obj.GetAnnotations()[ledger.AnnotationUID] != string(r.Owner.UID):
+		return gone, "", nil
 	}
 	return namesake, fmt.Sprintf("%s %s/%s (uid %s)", r.Owner.Kind, obj.GetNamespace(), obj.GetName(), obj.GetUID()), nil
 }

@@ -217,10 +217,11 @@ type recordsSection struct {
 	OwnerUnknown int `json:"ownerUnknown"`
 	Overdue      int `json:"overdue"`
 	// Pending: owner gone, still within the settle window (OwnerGone is
-	// Overdue plus Pending).
+	// Overdue plus Pending plus Retained).
 	Pending int `json:"pending"`
-	// Retained: owner gone, deletion policy Retain: the sweeper forgets the
-	// record and deletes nothing.
+	// Retained: owner gone, deletion policy Retain: the sweeper keeps the
+	// record (a restored owner may adopt it) and deletes nothing; never
+	// overdue.
 	Retained int `json:"retained"`
 	// Authenticated: the records were checked against the operator key;
 	// false when the audit could not read the key Secret.
@@ -793,13 +794,13 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 				continue
 			}
 			sec.OwnerGone++
-			if r.Policy == ledger.PolicyRetain {
+			switch {
+			case r.Policy == ledger.PolicyRetain:
 				sec.Retained++
-			}
-			if age > a.settle {
+			case age > a.settle:
 				g.Overdue = true
 				sec.Overdue++
-			} else {
+			default:
 				sec.Pending++
 			}
 			sec.Gone = append(sec.Gone, g)
@@ -856,8 +857,10 @@ func (a auditor) ownerState(ctx context.Context, o ledger.Owner) (string, error)
 		return ownerGone, nil
 	case err != nil:
 		return ownerUnknown, err
-	case obj.UID != o.UID:
+	case obj.UID != o.UID && obj.Annotations[ledger.AnnotationUID] == string(o.UID):
 		return ownerRecreated, nil
+	case obj.UID != o.UID:
+		return ownerGone, nil // a namesake that does not claim the record
 	}
 	return ownerPresent, nil
 }
@@ -971,12 +974,12 @@ func printReport(w io.Writer, rep report, format string) error {
 			case g.Error != "":
 				state += " (" + oneLine(g.Error) + ")"
 			case g.OwnerState == ownerRecreated:
-				state += " (may adopt it: nothing is deleted while it exists)"
+				state += " (a namesake claims it: nothing is deleted while the claim stands)"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, dash(g.Policy), g.ExternalIDs, g.Deployment, g.Record)
 		}
 		if s.Retained > 0 {
-			fmt.Fprintf(tw, "%d of them Retain: the sweeper forgets those records and deletes nothing\n", s.Retained)
+			fmt.Fprintf(tw, "%d of them Retain: the sweeper keeps those records, for a restored object to adopt, and deletes nothing\n", s.Retained)
 		}
 	}
 	if len(s.Invalid) > 0 {
@@ -1042,6 +1045,8 @@ func overdue(g goneRecord, settleSeconds int64) string {
 		return "yes"
 	case g.OwnerState == ownerUnknown:
 		return "-"
+	case g.Policy == string(ledger.PolicyRetain):
+		return "kept"
 	}
 	return "in " + age(settleSeconds-g.AgeSeconds)
 }

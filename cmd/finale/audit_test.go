@@ -400,12 +400,16 @@ func TestAuditRecords(t *testing.T) {
 		return cm.UID
 	}
 	present := ownerRef("present", live("present"))
-	gone := ownerRef("vanished", uuid.NewUUID())       // never existed under this UID
-	recreated := ownerRef("recreated", uuid.NewUUID()) // the live one has another UID
-	settling := ownerRef("settling", uuid.NewUUID())   // gone, attempted a moment ago
-	retained := ownerRef("retained", uuid.NewUUID())   // gone, its policy Retain
-	edited := ownerRef("edited", uuid.NewUUID())       // its record edited by hand
-	_ = live("recreated")
+	gone := ownerRef("vanished", uuid.NewUUID())                                                     // never existed under this UID
+	recreated := ownerRef("recreated", uuid.NewUUID())                                               // the live one has another UID
+	settling := ownerRef("settling", uuid.NewUUID())                                                 // gone, attempted a moment ago
+	retained := ownerRef("retained", uuid.NewUUID())                                                 // gone, its policy Retain
+	edited := ownerRef("edited", uuid.NewUUID())                                                     // its record edited by hand
+	claims := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ownerNS, Name: "recreated", // a restore: it claims the record
+		Annotations: map[string]string{ledger.AnnotationUID: string(recreated.UID)}}}
+	if err := c.Create(t.Context(), claims); err != nil {
+		t.Fatal(err)
+	}
 	rec.record(t, ledger.Plan{Owner: present}, now.Add(-2*time.Hour), now.Add(-2*time.Hour), "id-1")
 	rec.record(t, ledger.Plan{Owner: gone}, now.Add(-3*time.Hour), now.Add(-time.Hour), "id-2", "id-3")
 	rec.record(t, ledger.Plan{Owner: recreated}, now.Add(-10*time.Minute), now.Add(-10*time.Minute))
@@ -458,12 +462,12 @@ func TestAuditRecords(t *testing.T) {
 
 	rep := mustRun(t, testAuditor(t, recNS, now, ownerNS))
 	want := recordsSection{
-		Total: 7, OwnerPresent: 1, OwnerGone: 4, Overdue: 3, Pending: 1, Retained: 1, Authenticated: true,
+		Total: 7, OwnerPresent: 1, OwnerGone: 4, Overdue: 2, Pending: 1, Retained: 1, Authenticated: true,
 		Gone: []goneRecord{
 			{Record: goneName, Owner: ownerOf(gone), OwnerState: ownerGone, Policy: "Delete", AgeSeconds: 3600, ExternalIDs: 2,
 				Deployment: "deployment-a", Overdue: true},
 			{Record: ledger.ConfigMapName(retained.UID), Owner: ownerOf(retained), OwnerState: ownerGone, Policy: "Retain", AgeSeconds: 3600,
-				ExternalIDs: 1, Deployment: "deployment-a", Overdue: true},
+				ExternalIDs: 1, Deployment: "deployment-a"},
 			{Record: recreatedName, Owner: ownerOf(recreated), OwnerState: ownerRecreated, Policy: "Delete", AgeSeconds: 600,
 				Deployment: "deployment-a", Overdue: true},
 			{Record: ledger.ConfigMapName(settling.UID), Owner: ownerOf(settling), OwnerState: ownerGone, Policy: "Delete", AgeSeconds: 120,
@@ -492,7 +496,7 @@ func TestAuditRecords(t *testing.T) {
 	if diff := cmp.Diff(wantUnreachable, rep.Unreachable, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
 		t.Errorf("unreachable (-want +got):\n%s", diff)
 	}
-	if got, want := rep.summary(), "0 stuck deletions, 7 records (4 owner gone, 3 overdue), 2 unreachable, 2 invalid records, "+
+	if got, want := rep.summary(), "0 stuck deletions, 7 records (4 owner gone, 2 overdue), 2 unreachable, 2 invalid records, "+
 		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
@@ -502,8 +506,8 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("text report:\n%s", text.String())
-	for _, want := range []string{"Cleanup records in " + recNS + ": 7 total, 1 owner present, 4 owner gone (3 overdue, 1 pending)",
-		"1 of them Retain: the sweeper forgets those records and deletes nothing", "may adopt it",
+	for _, want := range []string{"Cleanup records in " + recNS + ": 7 total, 1 owner present, 4 owner gone (2 overdue, 1 pending)",
+		"1 of them Retain: the sweeper keeps those records, for a restored object to adopt, and deletes nothing", "a namesake claims it",
 		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection authenticates deployment-a"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)

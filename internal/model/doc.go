@@ -81,7 +81,10 @@
 // rules this model found missing), Current the code before issues 12 and 13.
 // Not modelled from records v2: adoption across UIDs and namesakes (no
 // object is re-created under its name here), and the signature and
-// challenge behind "authenticated" and "proves" (a boolean each).
+// challenge behind "authenticated" and "proves" (a boolean each). Nor the
+// record a Retain deletion now keeps for a restore to adopt (issue 25):
+// here a Retain deletion and the sweeper forget it; either way nothing
+// ever deletes through it, which is what the properties check.
 //
 // # Properties
 //

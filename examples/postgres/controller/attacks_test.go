@@ -324,9 +324,12 @@ func restorable(o client.Object) client.Object {
 // A Velero-style restore: objects and records backed up, the namespace
 // deleted with the operator down, the namespace and its objects restored
 // with new UIDs (annotations kept, as a restore keeps them), the records
-// restored too. Nothing is dropped, every object is Ready and owns its old
-// resource under its new UID; a copy of one object restored into another
-// namespace adopts nothing.
+// restored too. The namespace is a new one of the same name, so each claim
+// waits for an admin's approval (whoever re-creates a namespace must not
+// inherit what was in it); the admin restoring approves each, as the
+// condition says. Nothing is dropped, every object is Ready and owns its
+// old resource under its new UID; a copy of one object restored into
+// another namespace adopts nothing.
 func TestRestoreAdoptsAcrossUIDs(t *testing.T) {
 	w := start(t, sweepFast)
 	ns := w.namespace()
@@ -406,6 +409,17 @@ func TestRestoreAdoptsAcrossUIDs(t *testing.T) {
 	w.create(intruder)
 
 	w2 := w.restart(sweepFast)
+	for _, o := range backup[2:] {
+		w2.waitCondition(o, "Synced", metav1.ConditionFalse, reasonNeedsApproval)
+		var cm corev1.ConfigMap
+		if err := w.c.Get(t.Context(), client.ObjectKey{Namespace: w.recNS, Name: ledger.ConfigMapName(typesUID(oldUIDs[o.GetName()]))}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Annotations = map[string]string{annotationApproval: string(o.GetUID())}
+		if err := w.c.Update(t.Context(), &cm); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, o := range backup[2:] {
 		w2.ready(o)
 		if string(o.GetUID()) == oldUIDs[o.GetName()] {

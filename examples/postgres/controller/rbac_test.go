@@ -98,8 +98,14 @@ func TestOperatorRunsWithItsOwnRBAC(t *testing.T) {
 	}
 	w.ready(r)
 	w.ready(d)
-	if w.record(string(r.UID)) == nil {
+	var nsNow corev1.Namespace
+	if err := admin.Get(t.Context(), client.ObjectKey{Name: ns}, &nsNow); err != nil {
+		t.Fatal(err)
+	}
+	if rec := w.record(string(r.UID)); rec == nil {
 		t.Error("no record written under the operator's RBAC")
+	} else if rec.NamespaceUID != nsNow.UID {
+		t.Errorf("the record names namespace uid %q, want %q: the operator could not read its namespace, and every restore would need an admin", rec.NamespaceUID, nsNow.UID)
 	}
 
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}

@@ -609,16 +609,29 @@ func TestEnsure(t *testing.T) {
 }
 
 // TestAdopt: a record passes only to an object of the same kind, namespace
-// and name, through a connection that proves its deployment, with every
-// resource moved to the new tag before the old record goes.
+// and name, through a connection of the same name that proves its
+// deployment, in the namespace it was written in unless an admin approved
+// this very object, with every resource moved to the new tag before the old
+// record goes.
 func TestAdopt(t *testing.T) {
 	e := newEnv(t)
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
-	old := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.users, Name: "restored", UID: "0ld00000-0000-4000-8000-000000000001"}
-	role := pgtarget.RandomName("ledger_adopt_")
-	var calls atomic.Int32
-	if _, err := e.l.Create(t.Context(), e.plan(old), tg, createRole(tg, role, &calls)); err != nil {
+	var ns corev1.Namespace
+	if err := e.c.Get(t.Context(), client.ObjectKey{Name: e.users}, &ns); err != nil {
 		t.Fatal(err)
+	}
+	conn := &ledger.ConnectionRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.users, Name: "conn", UID: "c0000000-0000-4000-8000-000000000001"}
+	plan := func(o ledger.Owner, via *ledger.ConnectionRef, nsUID types.UID) ledger.Plan {
+		return ledger.Plan{Owner: o, Via: via, NamespaceUID: nsUID}
+	}
+	oldOwner := func(name, uid string) (ledger.Owner, string) {
+		o := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: e.users, Name: name, UID: types.UID(uid)}
+		role := pgtarget.RandomName("ledger_adopt_")
+		var calls atomic.Int32
+		if _, err := e.l.Create(t.Context(), plan(o, conn, ns.UID), tg, createRole(tg, role, &calls)); err != nil {
+			t.Fatal(err)
+		}
+		return o, role
 	}
 	retag := func(ctx context.Context, ids []string, from, to string) error {
 		for _, id := range ids {
@@ -628,8 +641,22 @@ func TestAdopt(t *testing.T) {
 		}
 		return nil
 	}
+	adopted := func(old, renewed ledger.Owner, role string, rec *ledger.Record) {
+		t.Helper()
+		if diff := cmp.Diff([]string{role}, rec.ExternalIDs); diff != "" || rec.Owner.UID != renewed.UID {
+			t.Errorf("adopted record for %s, IDs (-want +got):\n%s", rec.Owner, diff)
+		}
+		if tagged, _ := tg.FindByTag(t.Context(), ledger.Tag(renewed)); !cmp.Equal(tagged, []string{role}) {
+			t.Errorf("roles carrying the new tag: %q", tagged)
+		}
+		if _, err := e.l.Get(t.Context(), old.UID); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("old record after adoption: %v, want ErrNotFound", err)
+		}
+	}
+
+	old, role := oldOwner("restored", "0ld00000-0000-4000-8000-000000000001")
 	other := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: "another-namespace", Name: "restored", UID: "0e000000-0000-4000-8000-000000000002"}
-	if _, err := e.l.Adopt(t.Context(), old.UID, e.plan(other), tg, retag); !errors.Is(err, ledger.ErrNotAdoptable) {
+	if _, err := e.l.Adopt(t.Context(), old.UID, plan(other, conn, ns.UID), tg, retag); !errors.Is(err, ledger.ErrNotAdoptable) {
 		t.Fatalf("adoption from another namespace = %v, want ErrNotAdoptable", err)
 	}
 	b, _ := pgtarget.Fresh(t, testenv.Postgres(t))
@@ -637,22 +664,53 @@ func TestAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewed := ownerIn(t, e.c, e.users, "restored")
-	if _, err := e.l.Adopt(t.Context(), old.UID, e.plan(renewed), b, retag); !errors.Is(err, ledger.ErrNotProven) {
+	if _, err := e.l.Adopt(t.Context(), old.UID, plan(renewed, conn, ns.UID), b, retag); !errors.Is(err, ledger.ErrNotProven) {
 		t.Fatalf("adoption through another deployment = %v, want ErrNotProven", err)
 	}
-	rec, err := e.l.Adopt(t.Context(), old.UID, e.plan(renewed), tg, retag)
+	otherConn := *conn
+	otherConn.Name = "another-conn"
+	if _, err := e.l.Adopt(t.Context(), old.UID, plan(renewed, &otherConn, ns.UID), tg, retag); !errors.Is(err, ledger.ErrOtherConnection) {
+		t.Fatalf("adoption through another connection object = %v, want ErrOtherConnection", err)
+	}
+	restoredConn := *conn
+	restoredConn.UID = "c0000000-0000-4000-8000-000000000002" // a restore re-creates it
+	rec, err := e.l.Adopt(t.Context(), old.UID, plan(renewed, &restoredConn, ns.UID), tg, retag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{role}, rec.ExternalIDs); diff != "" || rec.Owner.UID != renewed.UID {
-		t.Errorf("adopted record for %s, IDs (-want +got):\n%s", rec.Owner, diff)
+	adopted(old, renewed, role, rec)
+
+	// Across a namespace deleted and created again: only with an admin's
+	// approval of this very object.
+	old, role = oldOwner("elsewhere", "0ld00000-0000-4000-8000-000000000003")
+	renewed = ownerIn(t, e.c, e.users, "elsewhere")
+	recreatedNS := types.UID("a0000000-0000-4000-8000-00000000000a")
+	if _, err := e.l.Adopt(t.Context(), old.UID, plan(renewed, conn, recreatedNS), tg, retag); !errors.Is(err, ledger.ErrNeedsApproval) {
+		t.Fatalf("adoption across a re-created namespace = %v, want ErrNeedsApproval", err)
 	}
-	if tagged, _ := tg.FindByTag(t.Context(), ledger.Tag(renewed)); !cmp.Equal(tagged, []string{role}) {
-		t.Errorf("roles carrying the new tag: %q", tagged)
+	approve := func(uid types.UID) {
+		t.Helper()
+		var cm corev1.ConfigMap
+		if err := e.c.Get(t.Context(), client.ObjectKey{Namespace: e.store.Namespace(), Name: ledger.ConfigMapName(old.UID)}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Annotations = map[string]string{ledger.AnnotationApproval: string(uid)}
+		if err := e.c.Update(t.Context(), &cm); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := e.l.Get(t.Context(), old.UID); !errors.Is(err, ledger.ErrNotFound) {
-		t.Errorf("old record after adoption: %v, want ErrNotFound", err)
+	approve("someone-else")
+	if _, err := e.l.Adopt(t.Context(), old.UID, plan(renewed, conn, recreatedNS), tg, retag); !errors.Is(err, ledger.ErrNeedsApproval) {
+		t.Fatalf("adoption approved for another object = %v, want ErrNeedsApproval", err)
 	}
+	if tagged, _ := tg.FindByTag(t.Context(), ledger.Tag(old)); !cmp.Equal(tagged, []string{role}) {
+		t.Fatalf("a refused adoption moved the role: the old tag holds %q", tagged)
+	}
+	approve(renewed.UID)
+	if rec, err = e.l.Adopt(t.Context(), old.UID, plan(renewed, conn, recreatedNS), tg, retag); err != nil {
+		t.Fatal(err)
+	}
+	adopted(old, renewed, role, rec)
 }
 
 func TestNewConfigMapStoreNamespace(t *testing.T) {

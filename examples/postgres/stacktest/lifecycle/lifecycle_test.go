@@ -249,8 +249,9 @@ func TestDeletionConfirmsBeforeReleasing(t *testing.T) {
 	}
 }
 
-// Retain lets the object go and keeps the role (and its tag), with no
-// record left for the sweeper to act on.
+// Retain lets the object go and keeps the role (and its tag), and its
+// record, marked Retain: the sweeper never deletes through it, and a
+// restored object can adopt what was kept.
 func TestRetainKeepsExternalResource(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.widget("a", string(lifecycle.PolicyRetain))
@@ -267,8 +268,8 @@ func TestRetainKeepsExternalResource(t *testing.T) {
 	if !e.roleExists(w.Spec.RoleName) {
 		t.Error("Retain dropped the role")
 	}
-	if e.record(uid) != nil {
-		t.Error("Retain left the record: the sweeper would delete a retained role")
+	if rec := e.record(uid); rec == nil || rec.Policy != ledger.PolicyRetain {
+		t.Errorf("record after a Retain delete = %+v; want it kept, with policy Retain", rec)
 	}
 }
 

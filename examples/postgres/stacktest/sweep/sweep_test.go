@@ -115,15 +115,20 @@ func TestNamespaceDeletedWhileOperatorDown(t *testing.T) {
 }
 
 // TestNamesakeKeepsTheRecord: an owner re-created under the same kind,
-// namespace and name (a restore, a GitOps rebuild) may adopt the old
-// record, so while it exists nothing of the old owner's is deleted; once it
-// is gone too, the old record is swept.
+// namespace and name that claims the old UID (ledger.AnnotationUID, as a
+// restore keeps it) may adopt the old record, so while it exists nothing of
+// the old owner's is deleted; once it is gone too, the old record is swept.
 func TestNamesakeKeepsTheRecord(t *testing.T) {
 	e := newEnv(t)
 	old := newWidget(t, e.c, e.users, "same-name")
 	oldRole := e.create(t, old, e.a)
 	e.deleteOwner(t, old)
-	recreated := newWidget(t, e.c, e.users, "same-name")
+	restored := widget(e.users, "same-name")
+	restored.SetAnnotations(map[string]string{ledger.AnnotationUID: string(old.UID)})
+	if err := e.c.Create(t.Context(), restored); err != nil {
+		t.Fatal(err)
+	}
+	recreated := ownerOf(restored)
 	if recreated.UID == old.UID {
 		t.Fatal("recreated object kept its UID")
 	}
@@ -164,6 +169,68 @@ func TestNamesakeKeepsTheRecord(t *testing.T) {
 	}
 }
 
+// TestNamesakeWithoutClaimDoesNotBlock: a plain re-create of a name (no
+// claim annotation, or one naming its own UID, as lifecycle sets it) is
+// another object. Its predecessor, gone without its cleanup (a finalizer
+// removed by hand), is swept by its exact identity once settled, while the
+// namesake and its own role live on. Before, any namesake made the old
+// record Adoptable, and the old role leaked for the namesake's whole life.
+func TestNamesakeWithoutClaimDoesNotBlock(t *testing.T) {
+	for name, annotations := range map[string]map[string]string{
+		"no annotation":        nil,
+		"its own uid":          {"finale.dev/uid": "set below"},
+		"another object's uid": {"finale.dev/uid": "0e000000-0000-4000-8000-000000000009"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			old := newWidget(t, e.c, e.users, "same-name")
+			oldRole := e.create(t, old, e.a)
+			e.deleteOwner(t, old)
+			u := widget(e.users, "same-name")
+			if err := e.c.Create(t.Context(), u); err != nil {
+				t.Fatal(err)
+			}
+			if annotations != nil {
+				a := map[string]string{}
+				for k, v := range annotations {
+					if v == "set below" {
+						v = string(u.GetUID())
+					}
+					a[k] = v
+				}
+				u.SetAnnotations(a)
+				if err := e.c.Update(t.Context(), u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			namesake := ownerOf(u)
+			newRole := e.create(t, namesake, e.a)
+
+			s := e.sweeper(t, e.c, e.a)
+			rep, err := s.Pass(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(sweep.Report{Waiting: 1, Settling: 1}, rep); diff != "" {
+				t.Errorf("report within the settle window (-want +got):\n%s", diff)
+			}
+			e.clock.Step(settled)
+			if rep, err = s.Pass(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(sweep.Report{Waiting: 1, Deleted: 1, Removed: 1}, rep); diff != "" {
+				t.Errorf("report once settled (-want +got):\n%s", diff)
+			}
+			if e.roleExists(t, oldRole) || e.hasRecord(t, old) {
+				t.Error("the predecessor's role or record outlives it while a namesake that does not claim it lives")
+			}
+			if !e.roleExists(t, newRole) || !e.hasRecord(t, namesake) {
+				t.Error("the namesake's own role or record went")
+			}
+		})
+	}
+}
+
 // staleCache says every owner is gone.
 type staleCache struct{ client.Reader }
 
@@ -190,35 +257,39 @@ func TestOwnerConfirmedLiveBeforeActing(t *testing.T) {
 	}
 }
 
-// TestRetainIsNeverDeleted: a gone owner whose policy was Retain (a
-// finalizer removed by hand, a namespace deleted past the hold) keeps its
-// resources; the record is forgotten, counted and reported.
+// TestRetainIsNeverDeleted: a gone owner whose policy was Retain (its
+// deletion, a finalizer removed by hand, a namespace deleted past the hold)
+// keeps its resources, and its record: the sweeper reports it once and
+// never acts on it, so that a restored owner can still adopt it.
 func TestRetainIsNeverDeleted(t *testing.T) {
 	e := newEnv(t)
 	o := newWidget(t, e.c, e.users, "kept")
 	role := e.createWith(t, ledger.Plan{Owner: o, Policy: ledger.PolicyRetain}, e.a)
 	e.deleteOwner(t, o)
 	e.clock.Step(settled)
-	before := metric(t, "finale_sweep_retained_total", "", "")
-	rep, err := e.sweeper(t, e.c, e.a).Pass(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(sweep.Report{Retained: 1}, rep); diff != "" {
-		t.Errorf("report (-want +got):\n%s", diff)
+	s := e.sweeper(t, e.c, e.a)
+	for pass := range 2 {
+		rep, err := s.Pass(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(sweep.Report{Retained: 1}, rep); diff != "" {
+			t.Errorf("pass %d: report (-want +got):\n%s", pass, diff)
+		}
+		e.clock.Step(time.Minute)
 	}
 	if !e.roleExists(t, role) {
 		t.Fatal("the sweeper deleted a Retain owner's role")
 	}
-	if e.hasRecord(t, o) {
-		t.Error("the record of a retained resource was kept: the sweeper would look at it for ever")
+	if !e.hasRecord(t, o) {
+		t.Error("the sweeper removed the record of a retained resource: a restored owner could never adopt it")
 	}
-	if got := metric(t, "finale_sweep_retained_total", "", "") - before; got != 1 {
-		t.Errorf("finale_sweep_retained_total grew by %v, want 1", got)
+	if got := metric(t, "finale_sweep_records", "state", "retained"); got != 1 {
+		t.Errorf("finale_sweep_records{state=retained} = %v, want 1", got)
 	}
 	evs := e.events.byReason(sweep.ReasonRetained)
 	if len(evs) != 1 || !strings.Contains(evs[0].Note, role) || evs[0].Regarding != ledger.ConfigMapName(o.UID) {
-		t.Errorf("Retained events = %+v, want one on the record naming the role", evs)
+		t.Errorf("Retained events = %+v, want one, on the record, naming the role", evs)
 	}
 }
 
