@@ -67,7 +67,7 @@ var (
 // nil, nil when the claimed record is gone and this object has its own:
 // an adoption that finished before a crash, or a stale annotation; only
 // the annotation is left to fix.
-func (r *Reconciler[O, K, C]) adopt(ctx context.Context, c C, obj O, conn Connection[K], claim string) (*adoption, error) {
+func (r *Reconciler[O, K, C]) adopt(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K], claim string) (*adoption, error) {
 	if claim == "" {
 		return nil, nil // an object that predates the annotation
 	}
@@ -94,9 +94,9 @@ func (r *Reconciler[O, K, C]) adopt(ctx context.Context, c C, obj O, conn Connec
 	if err != nil {
 		return nil, err
 	}
-	rec, err := r.o.Ledger.Adopt(ctx, from, p, r.prover(c), func(ctx context.Context, ids []string, fromTag, toTag string) error {
+	rec, err := r.o.Ledger.Adopt(ctx, from, p, x, func(ctx context.Context, ids []string, fromTag, toTag string) error {
 		for _, id := range ids {
-			if err := rt.Retag(ctx, c, id, fromTag, toTag); err != nil {
+			if err := x.retag(ctx, rt, id, fromTag, toTag); err != nil {
 				return err
 			}
 		}
@@ -203,13 +203,13 @@ func (r *Reconciler[O, K, C]) keep(ctx context.Context, obj O) error {
 // cleanupLegacy migrates obj's record of the previous layout through its
 // own connection (ledger.Migrate: the object vouches for the owner, the
 // deployment for what carries its tag) and then cleans up through it.
-func (r *Reconciler[O, K, C]) cleanupLegacy(ctx context.Context, c C, obj O, conn Connection[K]) (ledger.CleanupResult, error) {
+func (r *Reconciler[O, K, C]) cleanupLegacy(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K]) (ledger.CleanupResult, error) {
 	p, err := r.recordPlan(ctx, obj, conn)
 	if err != nil {
 		return ledger.CleanupResult{}, err
 	}
-	if _, err := r.o.Ledger.Migrate(ctx, p, r.prover(c)); err != nil {
+	if _, err := r.o.Ledger.Migrate(ctx, p, x); err != nil {
 		return ledger.CleanupResult{}, err
 	}
-	return r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c))
+	return r.o.Ledger.Cleanup(ctx, obj.GetUID(), x)
 }

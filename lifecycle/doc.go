@@ -54,8 +54,12 @@
 //     object) carries its hold, confirmed by a live read right before the
 //     create, so the parent and its credential Secret outlive this object's
 //     cleanup;
-//  3. every external call runs inside Pool.Do (a *clientpool.Pool), so a
-//     broken client is evicted on every path, deletion included;
+//  3. every external call runs inside a Pool.Do of its own (a
+//     *clientpool.Pool), so a broken client is evicted on every path,
+//     deletion included, and the call timeout bounds that call alone: the
+//     API-server reads and record writes between calls run outside it, so
+//     a slow API server never evicts a healthy client, and a call abandoned
+//     at its bound is never one in the middle of writing records;
 //  4. the resources carrying the object's ownership tag (ledger.Tag: kind and
 //     UID) are observed first; when there are none, the object is read live
 //     (a stale cache must not create what a finished deletion will never

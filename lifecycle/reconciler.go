@@ -319,14 +319,15 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	var created, adopted string
 	var from *adoption
 	claim := obj.GetAnnotations()[AnnotationUID]
-	err = r.pool.Do(ctx, conn.Key, func(ctx context.Context, c C) error {
+	x := r.remote(conn.Key)
+	err = func() error {
 		if claim != string(obj.GetUID()) && r.o.Ledger != nil {
 			var err error
-			if from, err = r.adopt(ctx, c, obj, conn, claim); err != nil {
+			if from, err = r.adopt(ctx, x, obj, conn, claim); err != nil {
 				return err
 			}
 		}
-		obs, err := r.adapter.Observe(ctx, c, obj, tag)
+		obs, err := x.observe(ctx, obj, tag)
 		if err != nil {
 			return err
 		}
@@ -334,21 +335,21 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 			if err := r.confirmLive(ctx, obj, conn); err != nil {
 				return err
 			}
-			created, err = r.create(ctx, c, obj, conn, tag)
+			created, err = r.create(ctx, x, obj, conn, tag)
 			return err
 		}
 		ready := st.get(ConditionReady)
 		if !isTrue(ready) && from == nil {
 			adopted = obs.IDs[0]
 		}
-		if err := r.verify(ctx, c, obj, conn, obs.IDs, isTrue(ready) && ready.ObservedGeneration == obj.GetGeneration()); err != nil {
+		if err := r.verify(ctx, x, obj, conn, obs.IDs, isTrue(ready) && ready.ObservedGeneration == obj.GetGeneration()); err != nil {
 			return err
 		}
 		if !obs.UpToDate {
-			return r.adapter.Update(ctx, c, obj, obs.IDs[0], tag)
+			return x.update(ctx, obj, obs.IDs[0], tag)
 		}
 		return nil
-	})
+	}()
 	if errors.Is(err, errStale) {
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
@@ -399,7 +400,7 @@ func (r *Reconciler[O, K, C]) plan(obj O, conn Connection[K]) ledger.Plan {
 // connection updated. A Ready object of this generation is checked at
 // most every VerifyInterval (or when its parent was re-created), so a
 // steady object costs one read per interval, not per reconcile.
-func (r *Reconciler[O, K, C]) verify(ctx context.Context, c C, obj O, conn Connection[K], ids []string, steady bool) error {
+func (r *Reconciler[O, K, C]) verify(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K], ids []string, steady bool) error {
 	if r.o.Ledger == nil {
 		return nil
 	}
@@ -417,7 +418,7 @@ func (r *Reconciler[O, K, C]) verify(ctx context.Context, c C, obj O, conn Conne
 	if err != nil {
 		return err
 	}
-	_, recreated, err := r.o.Ledger.Ensure(ctx, p, r.prover(c), ids)
+	_, recreated, err := r.o.Ledger.Ensure(ctx, p, x, ids)
 	if err != nil {
 		return err
 	}
@@ -433,11 +434,11 @@ func (r *Reconciler[O, K, C]) verify(ctx context.Context, c C, obj O, conn Conne
 // already carries the tag (an earlier attempt whose answer was lost) is
 // adopted, never duplicated. An adapter that declares the ID has it
 // written with the record, saving the write after the create.
-func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, conn Connection[K], tag string) (string, error) {
+func (r *Reconciler[O, K, C]) create(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K], tag string) (string, error) {
 	var id string
 	createFn := func(ctx context.Context, tag string) ([]string, error) {
 		var err error
-		if id, err = r.adapter.Create(ctx, c, obj, tag); err != nil {
+		if id, err = x.create(ctx, obj, tag); err != nil {
 			return nil, err
 		}
 		return []string{id}, nil
@@ -455,7 +456,7 @@ func (r *Reconciler[O, K, C]) create(ctx context.Context, c C, obj O, conn Conne
 			p.Declared = []string{declared}
 		}
 	}
-	_, err = r.o.Ledger.Create(ctx, p, r.prover(c), createFn)
+	_, err = r.o.Ledger.Create(ctx, p, x, createFn)
 	if err == nil && p.Via != nil {
 		r.verified.Store(obj.GetUID(), verification{at: r.o.Clock.Now(), parent: p.Via.UID})
 	}
@@ -560,7 +561,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		if err == nil && conn.Parent != nil {
 			lastCtx, cancel := context.WithTimeout(ctx, r.o.LastChance)
 			tag := ledger.Tag(r.owner(obj))
-			cerr := r.pool.Do(lastCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, conn, tag) })
+			cerr := r.cleanup(lastCtx, r.remote(conn.Key), obj, conn, tag)
 			cancel()
 			r.attempt(ctx, obj, cerr)
 			if cerr == nil {
@@ -586,7 +587,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
 	}
 	tag := ledger.Tag(r.owner(obj))
-	err = r.pool.Do(passCtx, conn.Key, func(ctx context.Context, c C) error { return r.cleanup(ctx, c, obj, conn, tag) })
+	err = r.cleanup(passCtx, r.remote(conn.Key), obj, conn, tag)
 	r.attempt(ctx, obj, err)
 	if err != nil {
 		if r.o.Hold == nil {
@@ -634,29 +635,29 @@ func (r *Reconciler[O, K, C]) release(ctx context.Context, obj O, conn Connectio
 // (recorded IDs and tagged resources, the deployment proven from inside
 // before and after, record removed last); otherwise by tag, confirmed by
 // looking again.
-func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, c C, obj O, conn Connection[K], tag string) error {
+func (r *Reconciler[O, K, C]) cleanup(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K], tag string) error {
 	if r.o.Ledger != nil {
-		res, err := r.o.Ledger.Cleanup(ctx, obj.GetUID(), r.target(c))
+		res, err := r.o.Ledger.Cleanup(ctx, obj.GetUID(), x)
 		if errors.Is(err, ledger.ErrLegacyRecord) {
-			res, err = r.cleanupLegacy(ctx, c, obj, conn)
+			res, err = r.cleanupLegacy(ctx, x, obj, conn)
 		}
 		if err != nil || res.Removed {
 			return err
 		}
 	}
-	ids, err := r.findByTag(ctx, c, obj, tag)
+	ids, err := r.findByTag(ctx, x, obj, tag)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if err := r.adapter.Delete(ctx, c, id, tag); err != nil && r.o.Classifier.Classify(ctx, err) != errclass.NotFound {
+		if err := x.Delete(ctx, id, tag); err != nil && r.o.Classifier.Classify(ctx, err) != errclass.NotFound {
 			return err
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	left, err := r.findByTag(ctx, c, obj, tag)
+	left, err := r.findByTag(ctx, x, obj, tag)
 	if err != nil {
 		return err
 	}
@@ -848,24 +849,9 @@ func (r *Reconciler[O, K, C]) apiVersion() string {
 	return r.gvk.group + "/" + r.gvk.version
 }
 
-// prover binds the adapter's Prove to one client for the ledger.
-func (r *Reconciler[O, K, C]) prover(c C) ledger.Prover {
-	return ledger.ProverFunc(func(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
-		return r.adapter.Prove(ctx, c, q)
-	})
-}
-
-// target binds the adapter to one client for the ledger.
-func (r *Reconciler[O, K, C]) target(c C) ledger.Target {
-	return ledger.TargetFuncs{
-		ProveFn:  func(ctx context.Context, q ledger.Question) (ledger.Answer, error) { return r.adapter.Prove(ctx, c, q) },
-		DeleteFn: func(ctx context.Context, id, tag string) error { return r.adapter.Delete(ctx, c, id, tag) },
-	}
-}
-
 // findByTag is Observe's IDs: for the build without records.
-func (r *Reconciler[O, K, C]) findByTag(ctx context.Context, c C, obj O, tag string) ([]string, error) {
-	obs, err := r.adapter.Observe(ctx, c, obj, tag)
+func (r *Reconciler[O, K, C]) findByTag(ctx context.Context, x remote[O, K, C], obj O, tag string) ([]string, error) {
+	obs, err := x.observe(ctx, obj, tag)
 	return obs.IDs, err
 }
 

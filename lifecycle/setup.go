@@ -259,30 +259,9 @@ func (r *Reconciler[O, K, C]) candidate(ctx context.Context, pc ParentConnector[
 		return sweep.Candidate{}, fmt.Errorf("lifecycle: connect through %s %s/%s: %w", kindOf(p, r.o.Scheme), p.GetNamespace(), p.GetName(), err)
 	}
 	name := fmt.Sprintf("%s %s %s/%s (uid %s)", role, kindOf(p, r.o.Scheme), p.GetNamespace(), p.GetName(), p.GetUID())
-	c := sweep.Candidate{Name: name, Target: poolTarget[O, K, C]{r: r, key: key}}
+	c := sweep.Candidate{Name: name, Target: r.remote(key)}
 	if a, ok := r.adapter.(Authenticator[K]); ok {
 		c.Authentication = a.Authentication(key)
 	}
 	return c, nil
-}
-
-// poolTarget is a ledger.Target whose every call goes through the pool, so
-// the sweeper's calls evict broken clients as every other call does.
-type poolTarget[O client.Object, K comparable, C any] struct {
-	r   *Reconciler[O, K, C]
-	key K
-}
-
-func (t poolTarget[O, K, C]) Prove(ctx context.Context, q ledger.Question) (ledger.Answer, error) {
-	var a ledger.Answer
-	err := t.r.pool.Do(ctx, t.key, func(ctx context.Context, c C) error {
-		var err error
-		a, err = t.r.adapter.Prove(ctx, c, q)
-		return err
-	})
-	return a, err
-}
-
-func (t poolTarget[O, K, C]) Delete(ctx context.Context, id, tag string) error {
-	return t.r.pool.Do(ctx, t.key, func(ctx context.Context, c C) error { return t.r.adapter.Delete(ctx, c, id, tag) })
 }
