@@ -350,7 +350,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
-		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Retained: rep.Retained}[st]
+		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Unverified: rep.Unverified, Retained: rep.Retained}[st]
 		recordsGauge.WithLabelValues(string(st)).Set(float64(n))
 	}
 	return rep, ctx.Err()
