@@ -17,28 +17,49 @@ TEST_FLAGS    ?=
 
 .PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet lint bench campaign model failover guard-image
 
-demo: deps
+# The demo needs the control plane and PostgreSQL only: it builds nothing
+# else (the Temporal server, the Argo controller and controller-gen are
+# built where they are used: make test, their scenarios).
+demo: postgres kube
 	@echo "== building and running the demo (scenarios/cmd/finale-lab)"
 	cd scenarios && $(GO) run ./cmd/finale-lab demo
 
-# The library module's tests include internal/modproxy's TestConsumer:
+# make test runs every module's vet and tests, TEST_JOBS modules at a time:
+# the real-stack tests mostly wait (on timeouts, holds, servers), so
+# modules side by side use the 2 cores that one module at a time leaves
+# idle. Each module's output goes to $(TEST_LOGS)/MODULE.log; a line says
+# when each starts and ends, and a failed module's log is printed. The
+# library module's tests include internal/modproxy's TestConsumer:
 # finale's module zip served by a file-based GOPROXY to a separate consumer
 # module (internal/modproxy/testdata/consumer, pinned to the oldest
 # controller-runtime and k8s.io the library supports) whose real-stack test
-# must pass. Then every nested module's vet and tests.
+# must pass.
+TEST_JOBS ?= 3
+TEST_LOGS ?= $(CURDIR)/bin/test-logs
+# Longest first, so that the last to start is not the last to end.
+TEST_MODULES := scenarios root examples/postgres examples/temporal examples/argo tools/kube tools/temporal tools/argo
 test: deps tidy
-	@echo "== go test -race: module github.com/finale-dev/finale, the library (real control plane and PostgreSQL; first run compiles with -race for several minutes)"
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
-	@set -e; for m in $(MODULES); do \
-		echo "== go vet, go test -race: module $$m"; \
-		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...); \
-	done
-	@echo "== go test -race: module tools/kube"
-	cd tools/kube && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	@echo "== go vet, go test: module tools/temporal (with -trimpath, so they reuse the packages make temporal compiled; without -race, which would compile the server's 1,751 packages a second time)"
-	cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...
-	@echo "== go test -race: module tools/argo"
-	cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...
+	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
+	@echo "== go vet, go test -race -count=1: $(words $(TEST_MODULES)) modules, $(TEST_JOBS) at a time; logs in $(TEST_LOGS) (a cold run first compiles with -race for many minutes)"
+	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
+	echo "== make test: $$(( $$(date +%s) - start )) s for the modules' tests"; \
+	if [ $$rc -ne 0 ]; then for f in $(TEST_LOGS)/*.failed; do [ -e "$$f" ] || continue; l=$${f%.failed}.log; \
+		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; grep -E '^(--- FAIL|FAIL|panic:)' "$$l" | head -40; tail -60 "$$l"; done; exit 1; fi
+
+# test-module/M runs module M's vet and tests into its log; used by test.
+test-module/%:
+	@m=$*; log=$(TEST_LOGS)/$$(echo $$m | tr / -).log; start=$$(date +%s); echo "== $$m: started"; \
+	if ( $(call module_test,$*) ) >"$$log" 2>&1; then echo "== $$m: ok, $$(( $$(date +%s) - start )) s"; \
+	else echo "$$m" >"$${log%.log}.failed"; echo "== $$m: FAILED after $$(( $$(date +%s) - start )) s"; exit 1; fi
+
+# module_test is the vet and test command of one module. tools/temporal
+# runs with -trimpath, so it reuses the packages make temporal compiled, and
+# without -race, which would compile the server's 1,751 packages a second
+# time.
+module_test = $(if $(filter root,$(1)),$(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...,\
+	$(if $(filter tools/temporal,$(1)),cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...,\
+	$(if $(filter tools/argo,$(1)),cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...,\
+	cd $(1) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...)))
 
 deps: postgres kube temporal argo controller-gen
 

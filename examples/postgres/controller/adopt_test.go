@@ -263,9 +263,14 @@ func TestNamespaceReuseIsNotATakeover(t *testing.T) {
 // the claim annotation, gets its own role, and the sweeper drops the old
 // one by its exact identity once its settle window has passed, while the
 // namesake lives on. Before, any namesake made the old record "adoptable"
-// and the old role leaked for the namesake's whole life.
+// and the old role leaked for the namesake's whole life. The Server is in
+// plain text on loopback, which this admin vouches for
+// (SweepTrustedHosts): the sweeper acts only through an authenticated
+// connection.
 func TestPlainRecreateIsNotAClaim(t *testing.T) {
-	w := start(t, sweepFast)
+	opts := sweepFast
+	opts.SweepTrustedHosts = []string{"127.0.0.1"}
+	w := start(t, opts)
 	ns := w.server()
 	first := role(ns, "app", pgtarget.RandomName("first_"))
 	w.create(first)
@@ -276,7 +281,7 @@ func TestPlainRecreateIsNotAClaim(t *testing.T) {
 
 	again := role(ns, "app", pgtarget.RandomName("again_"))
 	w.create(again)
-	w2 := w.restart(sweepFast)
+	w2 := w.restart(opts)
 	w2.ready(again)
 	err := controlplane.WaitFor(t.Context(), wait, "the sweeper drops the predecessor's role", func(context.Context) (bool, error) {
 		_, ok := w2.roleTag(first.Spec.RoleName)
