@@ -36,8 +36,11 @@ demo: postgres kube
 # must pass.
 TEST_JOBS ?= 3
 TEST_LOGS ?= $(CURDIR)/bin/test-logs
-# Longest first, so that the last to start is not the last to end.
-TEST_MODULES := scenarios root examples/postgres examples/temporal examples/argo tools/kube tools/temporal tools/argo
+# Longest first, so that the last to start is not the last to end. The
+# scenarios package is the longest test binary by far: its campaigns run as
+# a job of their own (scenarios/campaigns), beside the rest of the module.
+TEST_MODULES := scenarios/campaigns examples/postgres root scenarios examples/temporal examples/argo tools/temporal tools/kube tools/argo
+SCENARIO_CAMPAIGNS := ^(TestRandomizedCampaign|TestNaiveCampaignReportsReplayableSeeds|TestAPIServerCampaign|TestFailover|TestFailoverNaive)$$
 test: deps tidy
 	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
 	@echo "== go vet, go test -race -count=1: $(words $(TEST_MODULES)) modules, $(TEST_JOBS) at a time; logs in $(TEST_LOGS) (a cold run first compiles with -race for many minutes)"
@@ -57,9 +60,11 @@ test-module/%:
 # without -race, which would compile the server's 1,751 packages a second
 # time.
 module_test = $(if $(filter root,$(1)),$(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...,\
+	$(if $(filter scenarios/campaigns,$(1)),cd scenarios && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) -run '$(SCENARIO_CAMPAIGNS)' .,\
+	$(if $(filter scenarios,$(1)),cd scenarios && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) -skip '$(SCENARIO_CAMPAIGNS)' ./...,\
 	$(if $(filter tools/temporal,$(1)),cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...,\
 	$(if $(filter tools/argo,$(1)),cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...,\
-	cd $(1) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...)))
+	cd $(1) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...)))))
 
 deps: postgres kube temporal argo controller-gen
 
