@@ -251,6 +251,19 @@ func Experiments() []*Experiment {
 				return r.namespaceAfterDependents(ctx, t0, r.opNS)
 			},
 		},
+		{
+			Name:        ResultsStalled,
+			Description: "the children run; the operator's recording of results stalls (operator.stalled, else the operator down) while every child finishes, produces its result (results.complete) and is deleted; the stall lasts until they are gone or past timeouts.hold; the operator comes back; then the dependents deleted and, once they are gone, the namespace",
+			Fix:         "a child's finalizer released (on a timer, or by a part of the operator that runs while its recorder is stalled) before its owner persisted the result: capture (a finalizer of its own, released only once the owner's record shows the result, or the owner is gone)",
+			runs:        once, note: noNote,
+			skip: func(s *Spec) string {
+				if s.Results == nil {
+					return "the description gives no results (result-capture children)"
+				}
+				return ""
+			},
+			run: resultsStalled,
+		},
 	}
 }
 

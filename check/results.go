@@ -328,13 +328,16 @@ func resultsStalled(ctx context.Context, r *run) error {
 func (r *run) checkResults(ctx context.Context, since time.Time) {
 	var lost, left []string
 	var perr error
+	sampled := false
 	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(r.spec.finish())), time.Millisecond), "no result lost", func(ctx context.Context) (bool, error) {
 		rs, err := r.results.sample(ctx)
 		if err != nil {
-			perr = err
+			if ctx.Err() == nil { // not the wait's own deadline
+				perr = err
+			}
 			return false, nil
 		}
-		perr = nil
+		sampled, perr = true, nil
 		lost, left = r.results.lost(rs), rs.Children
 		return len(lost) == 0 && len(left) == 0, nil
 	})
@@ -342,8 +345,8 @@ func (r *run) checkResults(ctx context.Context, since time.Time) {
 	if err == nil || ctx.Err() != nil {
 		return
 	}
-	if perr != nil {
-		r.note("the results probe failed at the end: %v", perr)
+	if !sampled {
+		r.note("the results probe never answered after the operator's return: %v", perr)
 		return
 	}
 	kind := r.spec.Results.Children.Kind
