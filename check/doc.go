@@ -19,7 +19,9 @@
 //     Go, a Start function for an in-process manager instead;
 //   - its CRDs (files or directories);
 //   - the world: a parent (connection) object, its credential Secret, and a
-//     template for N dependents ({{.Index}});
+//     template for N dependents ({{.Index}}); an operator without a
+//     connection object leaves the parent out (the experiments about it are
+//     skipped);
 //   - fault points: the external service's addresses the operator dials.
 //     check puts a faultinject.Proxy in front of each and gives the
 //     operator the proxy's address through the templates ({{.Proxy "db"}});
@@ -29,7 +31,19 @@
 //     service. A run counts only identities that were not there when it
 //     began, so the probe may list everything the service holds;
 //   - timeouts: the bound every deletion must finish within, and the
-//     operator's own longest deletion timeout (timeouts.hold).
+//     operator's own longest deletion timeout (timeouts.hold);
+//   - optionally, for owners with result-capture children (a Workflow and
+//     its Pods), results: the children's kind, a results probe (a command
+//     printing "child ID", "produced ID" and "persisted ID" lines, or a
+//     function returning a ResultSet: the children that exist, the results
+//     they produced, the results their owners persisted), a hook playing
+//     what makes a child run (the kubelet: check's control plane has
+//     none) and one making every child finish and produce its result; and
+//     operator.stalled, how the operator runs with its recording of
+//     results stalled while the rest of it runs (arguments appended to its
+//     command; OperatorEnv.Stalled for a Start function). With results,
+//     the probe and the fault points may be left out (an operator whose
+//     only concern is its children's results).
 //
 // Every string of the operator, the service, the fault points, the probe
 // and the manifests is a text/template evaluated per run with Values: the
@@ -64,7 +78,13 @@
 //     ({{.CacheKubeconfig}}), otherwise everything it does goes through it
 //     (the report says so);
 //   - own-namespace: the operator's namespace deleted, then the
-//     dependents, then the owner namespace, the operator running.
+//     dependents, then the owner namespace, the operator running;
+//   - results-stalled (with results): once the children run, the operator
+//     restarted stalled (without operator.stalled: killed), every child
+//     made to finish and produce its result (results.complete), every
+//     object of the children's kind deleted, the stall kept until they
+//     are gone or past timeouts.hold, the operator back whole; then the
+//     dependents and the namespace deleted.
 //
 // Each experiment isolates its fault: those that are not about the order
 // (the kills, the transport, the stale view, the operator's namespace)
@@ -84,10 +104,17 @@
 // objects left behind as kubectl would list them with their finalizers,
 // the probe's leftovers, the timeline of the run (every step, every
 // external resource appearing and going) and the end of the operator's
-// log. An experiment breaks when one of its runs does. The result-capture
-// invariant (no result lost by an owner whose children's finalizer was
-// released) is not checked yet: the description has no place for such
-// children.
+// log. An experiment breaks when one of its runs does.
+//
+// With results, results-stalled also checks no-lost-result: within
+// timeouts.finish of the operator's return, every result a child produced
+// (at any moment of the run: check keeps every one the results probe ever
+// listed, since the place a result waits in may go too) is persisted by
+// its owner or its child still exists, and every child it deleted is gone
+// (finished). The decision is lostResults: produced, minus persisted,
+// minus the children that exist. A broken run lists the lost IDs with the
+// rest of its reproduction. A description without results gets a note that
+// no-lost-result was not checked.
 //
 // After each run, whatever happened, check heals the faults, stops the
 // operator (SIGTERM, then SIGKILL after operator.grace), removes the

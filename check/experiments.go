@@ -41,6 +41,7 @@ const (
 	TransportStall       = "transport-stall"
 	StaleAPIServer       = "stale-apiserver"
 	OwnNamespace         = "own-namespace"
+	ResultsStalled       = "results-stalled"
 )
 
 // Kills per crash run, and crash runs per experiment.
@@ -67,8 +68,20 @@ func Names() []string {
 	return out
 }
 
-func once(bool) int          { return 1 }
-func never(*Spec) string     { return "" }
+func once(bool) int      { return 1 }
+func never(*Spec) string { return "" }
+func noParent(s *Spec) string {
+	if !s.hasParent() {
+		return "the description has no parent (connection) object"
+	}
+	return ""
+}
+func noFaults(s *Spec) string {
+	if len(s.Faults) == 0 {
+		return "the description has no fault points (no external service)"
+	}
+	return ""
+}
 func noNote(*stack) string   { return "" }
 func crashes(quick bool) int { return map[bool]int{true: 1, false: crashRuns}[quick] }
 
@@ -108,7 +121,7 @@ func Experiments() []*Experiment {
 			Name:        OrderParentFirst,
 			Description: "the parent (connection) object deleted, then the namespace",
 			Fix:         "dependents left without their connection: hold (the parent kept while a dependent still has its cleanup finalizer), ledger and sweep for what still escapes",
-			runs:        once, skip: never, note: noNote,
+			runs:        once, skip: noParent, note: noNote,
 			run: func(ctx context.Context, r *run) error {
 				return r.order(ctx, func(ctx context.Context) error {
 					if err := r.deleteObject(ctx, r.parent); err != nil {
@@ -124,7 +137,7 @@ func Experiments() []*Experiment {
 			Name:        OrderSecretFirst,
 			Description: "the credential Secret deleted, then the namespace",
 			Fix:         "dependents left without credentials: hold (the Secret held with its parent), clientpool (credentials read per call, not captured at dial)",
-			runs:        once, skip: never, note: noNote,
+			runs:        once, skip: noParent, note: noNote,
 			run: func(ctx context.Context, r *run) error {
 				return r.order(ctx, func(ctx context.Context) error {
 					if err := r.deleteObject(ctx, r.secret); err != nil {
@@ -144,6 +157,9 @@ func Experiments() []*Experiment {
 			run: func(ctx context.Context, r *run) error {
 				fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
 				return r.orderWith(ctx, func(ctx context.Context) error {
+					if r.parent == nil {
+						return nil // no parent: the namespace alone, Foreground
+					}
 					if err := r.deleteObject(ctx, r.parent, fg); err != nil {
 						return err
 					}
@@ -183,7 +199,7 @@ func Experiments() []*Experiment {
 			Name:        TransportFreeze,
 			Description: "the operator's established connections to the external service frozen (open, silent; new connections work), then the dependents deleted and, once they are gone, the namespace",
 			Fix:         "a cached client reused forever: clientpool (calls bounded, the broken client evicted and redialled) and errclass",
-			runs:        once, skip: never, note: noNote,
+			runs:        once, skip: noFaults, note: noNote,
 			run: func(ctx context.Context, r *run) error {
 				return r.transport(ctx, false)
 			},
@@ -234,6 +250,19 @@ func Experiments() []*Experiment {
 				}
 				return r.namespaceAfterDependents(ctx, t0, r.opNS)
 			},
+		},
+		{
+			Name:        ResultsStalled,
+			Description: "the children run; the operator's recording of results stalls (operator.stalled, else the operator down) while every child finishes, produces its result (results.complete) and is deleted; the stall lasts until they are gone or past timeouts.hold; the operator comes back; then the dependents deleted and, once they are gone, the namespace",
+			Fix:         "a child's finalizer released (on a timer, or by a part of the operator that runs while its recorder is stalled) before its owner persisted the result: capture (a finalizer of its own, released only once the owner's record shows the result, or the owner is gone)",
+			runs:        once, note: noNote,
+			skip: func(s *Spec) string {
+				if s.Results == nil {
+					return "the description gives no results (result-capture children)"
+				}
+				return ""
+			},
+			run: resultsStalled,
 		},
 	}
 }

@@ -25,14 +25,14 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, ", seed %d, %s mode: %d runs, %d kills in %s (setup %s), %.1f runs a minute\n\n",
 		r.Seed, mode, runs, kills, r.Elapsed, r.Setup, r.RunsPerMinute())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "EXPERIMENT\tVERDICT\tRUNS\tTIME\tDELETION\tLEAKED\tDUPLICATES\tKILLS")
+	fmt.Fprintln(tw, "EXPERIMENT\tVERDICT\tRUNS\tTIME\tDELETION\tLEAKED\tDUPLICATES\tLOST\tKILLS")
 	for _, e := range r.Experiments {
 		if e.Verdict == Skipped {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\n", e.Name, e.Verdict)
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t-\t-\n", e.Name, e.Verdict)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\n", e.Name, strings.ToUpper(string(e.Verdict)), len(e.Runs),
-			e.Elapsed, finishCell(e), e.Leaked(), e.Duplicates(), e.Kills())
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", e.Name, strings.ToUpper(string(e.Verdict)), len(e.Runs),
+			e.Elapsed, finishCell(e), e.Leaked(), e.Duplicates(), e.Lost(), e.Kills())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -104,6 +104,12 @@ func writeBrokenText(w io.Writer, e Result, run RunReport) {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
+	if len(run.Lost) > 0 {
+		fmt.Fprintf(w, "  results lost (%d produced; these by a child now gone, never persisted by its owner):\n", run.Produced)
+		for _, l := range run.Lost {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 	for _, n := range run.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -140,18 +146,18 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "**Every experiment held.**\n\n")
 	}
-	fmt.Fprintln(w, "| experiment | verdict | runs | time | deletion | leaked | duplicates | kills |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| experiment | verdict | runs | time | deletion | leaked | duplicates | lost | kills |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, e := range r.Experiments {
 		if e.Verdict == Skipped {
-			fmt.Fprintf(w, "| %s | skipped: %s | | | | | | |\n", e.Name, mdEscape(e.Reason))
+			fmt.Fprintf(w, "| %s | skipped: %s | | | | | | | |\n", e.Name, mdEscape(e.Reason))
 			continue
 		}
 		v := string(e.Verdict)
 		if e.Verdict == Broke {
 			v = "**broke**"
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %d | %d | %d |\n", e.Name, v, len(e.Runs), e.Elapsed, finishCell(e), e.Leaked(), e.Duplicates(), e.Kills())
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %d | %d | %d | %d |\n", e.Name, v, len(e.Runs), e.Elapsed, finishCell(e), e.Leaked(), e.Duplicates(), e.Lost(), e.Kills())
 	}
 	fmt.Fprintln(w)
 	for _, n := range r.Notes {
@@ -190,6 +196,13 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			if len(run.Leaked) > 0 {
 				fmt.Fprintln(w, "\nLeft in the external service:\n\n```")
 				for _, l := range run.Leaked {
+					fmt.Fprintln(w, l)
+				}
+				fmt.Fprintln(w, "```")
+			}
+			if len(run.Lost) > 0 {
+				fmt.Fprintf(w, "\nResults lost (%d produced; these by a child now gone, never persisted by its owner):\n\n```\n", run.Produced)
+				for _, l := range run.Lost {
 					fmt.Fprintln(w, l)
 				}
 				fmt.Fprintln(w, "```")

@@ -24,6 +24,10 @@ func sampleReport() Report {
 			{Name: OrderAllAtOnce, Verdict: Held, Runs: []RunReport{{Seed: 7, Verdict: Held, Finish: Duration(10 * time.Second), Kills: 0}}},
 			{Name: TransportFreeze, Verdict: Broke, Fix: "clientpool", Runs: []RunReport{broken}},
 			{Name: TransportStall, Verdict: Skipped, Reason: "no http2 fault point"},
+			{Name: ResultsStalled, Verdict: Broke, Fix: "capture", Runs: []RunReport{{
+				Seed: 7, Verdict: Broke, Finish: Duration(9 * time.Second), Produced: 2, Lost: []string{"wf-0-123"},
+				Violations: []Violation{{NoLostResult, "1 result(s) produced by a Pod now gone and never persisted by its owner"}},
+			}}},
 		},
 	}
 }
@@ -35,7 +39,7 @@ func TestWriteText(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"widgets, seed 7, default mode: 2 runs, 0 kills in 1m0s",
+		"widgets, seed 7, default mode: 3 runs, 0 kills in 1m0s",
 		"transport-freeze   BROKE    1     0s    NOT FINISHED  1       0           0",
 		"BROKE transport-freeze, seed 7",
 		"reproduce: finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
@@ -43,7 +47,10 @@ func TestWriteText(t *testing.T) {
 		"pg-a       Role  role-0  31s           example.com/cleanup",
 		"    role chk_a_0",
 		"skipped transport-stall: no http2 fault point",
-		"BROKE: transport-freeze",
+		"results-stalled    BROKE    1     0s    9s            0       0           1     0",
+		"violation no-lost-result: 1 result(s) produced by a Pod now gone",
+		"results lost (2 produced; these by a child now gone, never persisted by its owner):\n    wf-0-123",
+		"BROKE: transport-freeze, results-stalled",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)
@@ -75,7 +82,7 @@ func TestWriteMarkdownAndHTML(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| transport-freeze | **broke** | 1 |", "## Broke: transport-freeze, seed 7", "| +700ms | fault: froze 1 \\| <conn> |"} {
+	for _, want := range []string{"| transport-freeze | **broke** | 1 |", "| results-stalled | **broke** | 1 | 0s | 9s | 0 | 0 | 1 | 0 |", "- **no-lost-result**: 1 result(s)", "Results lost (2 produced; these by a child now gone, never persisted by its owner):\n\n```\nwf-0-123\n```", "## Broke: transport-freeze, seed 7", "| +700ms | fault: froze 1 \\| <conn> |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 		}

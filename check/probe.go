@@ -42,6 +42,9 @@ func (p *prober) list(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	spec := p.r.spec
+	if !spec.hasProbe() {
+		return nil, nil // no external service (results only)
+	}
 	if spec.Probe.Func != nil {
 		return spec.Probe.Func(ctx, p.r.v)
 	}

@@ -36,6 +36,9 @@ const (
 	// NoDuplicate: the run never saw more external resources than the
 	// description makes (parent.external + count × dependents.external).
 	NoDuplicate Invariant = "no-duplicate"
+	// NoLostResult: every result a result-capture child produced was
+	// persisted by its owner, or the child still exists (results only).
+	NoLostResult Invariant = "no-lost-result"
 )
 
 // Violation is one broken invariant and what broke it.
@@ -79,6 +82,11 @@ type RunReport struct {
 	Leaked []string `json:"leaked,omitempty"`
 	// Duplicates is Seen beyond Expected.
 	Duplicates int `json:"duplicates"`
+	// Produced is how many results the children produced (results only);
+	// Lost those produced by a child now gone and never persisted by its
+	// owner (the results probe's IDs).
+	Produced int      `json:"produced,omitempty"`
+	Lost     []string `json:"lost,omitempty"`
 	// Kills counts the operator's SIGKILLs.
 	Kills int `json:"kills"`
 	// Faults are the faults put in, in order.
@@ -132,6 +140,15 @@ func (r Result) Duplicates() int {
 	n := 0
 	for _, run := range r.Runs {
 		n += run.Duplicates
+	}
+	return n
+}
+
+// Lost sums the runs' lost results.
+func (r Result) Lost() int {
+	n := 0
+	for _, run := range r.Runs {
+		n += len(run.Lost)
 	}
 	return n
 }

@@ -48,15 +48,26 @@ type Spec struct {
 	Service *Service `json:"service,omitempty"`
 	// Faults are the external service's addresses the operator dials;
 	// each gets a fault proxy, whose address the templates give the
-	// operator (Values.Proxy). At least one.
+	// operator (Values.Proxy). At least one, unless Results is set and
+	// there is no external service (the transport experiments are then
+	// skipped).
 	Faults []FaultPoint `json:"faults"`
-	// Parent is the connection object and its credential Secret.
-	Parent Parent `json:"parent"`
+	// Parent is the connection object and its credential Secret; an
+	// operator without one (Argo's workflow controller) leaves it out, and
+	// the experiments about it are skipped.
+	Parent Parent `json:"parent,omitempty"`
 	// Dependents are the objects that make external resources through the
 	// parent.
 	Dependents Dependents `json:"dependents"`
-	// Probe lists what exists in the external service.
-	Probe Probe `json:"probe"`
+	// Probe lists what exists in the external service. Required unless
+	// Results is set (an operator whose only concern is its children's
+	// results may have no external service).
+	Probe Probe `json:"probe,omitempty"`
+	// Results, for owners with result-capture children (a workflow whose
+	// Pods' outputs it must record before they go), says how to list what
+	// the children produced and what their owners persisted; it adds the
+	// no-lost-result invariant and the results-stalled experiment.
+	Results *Results `json:"results,omitempty"`
 	// Timeouts bound the runs and tell check the operator's own timeouts.
 	Timeouts Timeouts `json:"timeouts,omitempty"`
 	// Stale tunes the stale-apiserver experiment.
@@ -90,10 +101,27 @@ type Operator struct {
 	// SIGKILL; zero is 10s. (A kill is SIGKILL at once.)
 	Grace metav1.Duration `json:"grace,omitempty"`
 
+	// Stalled, when set, is how the operator runs with its recording of
+	// results stalled while the rest of it runs (Argo: no workflow
+	// workers, its Pod cleanup running): arguments appended to Command
+	// and environment added to Env; a Start function is told through
+	// OperatorEnv.Stalled. results-stalled uses it; without it that
+	// experiment keeps the operator down instead.
+	Stalled *Stalled `json:"stalled,omitempty"`
+
 	// Start runs the operator in-process instead of Command, until ctx
 	// ends (a manager's Start); check "kills" it by cancelling ctx and
 	// waiting for it to return. Go only.
 	Start StartFunc `json:"-"`
+}
+
+// Stalled is the operator's stalled mode.
+type Stalled struct {
+	// Args are appended to operator.command, templated (a flag given
+	// twice usually takes its last value: --workers=0).
+	Args []string `json:"args,omitempty"`
+	// Env is added to operator.env, templated.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // StartFunc runs an in-process operator until ctx ends.
@@ -107,6 +135,9 @@ type OperatorEnv struct {
 	Config, CacheConfig *rest.Config
 	// Values are the run's template values (namespaces, proxies).
 	Values Values
+	// Stalled: run with the recording of results stalled
+	// (Operator.Stalled, the results-stalled experiment).
+	Stalled bool
 }
 
 // Service is the external service, started by check.
@@ -188,6 +219,87 @@ type Probe struct {
 
 // ProbeFunc lists the external resources' identities.
 type ProbeFunc func(ctx context.Context, v Values) ([]string, error)
+
+// Results describes result-capture children: objects the operator makes
+// for each dependent (their owner), which do work and produce a result the
+// owner must persist before they go (Argo: a Workflow's Pods, the outputs
+// their executor reports, the node the Workflow records). check's control
+// plane has no kubelet and runs none of the children's own processes, so
+// the description plays them (Run, Complete).
+type Results struct {
+	// Children says which objects are the children.
+	Children Children `json:"children"`
+	// Probe lists the run's children, the results they produced and the
+	// results their owners persisted.
+	Probe ResultsProbe `json:"probe"`
+	// Run, when set, makes every child that exists run, as a kubelet
+	// would (idempotent); check calls it while it waits for the run to be
+	// ready.
+	Run Hook `json:"run,omitempty"`
+	// Complete makes every child of the run finish and produce its
+	// result, as the children's own processes would; results-stalled
+	// calls it while the operator's recording is stalled. Required.
+	Complete Hook `json:"complete"`
+}
+
+// Children are the result-capture children.
+type Children struct {
+	// APIVersion and Kind are the children's (v1, Pod): results-stalled
+	// deletes every object of that kind in the owner namespace.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// PerDependent is how many children each dependent makes; zero is 1.
+	// A run is ready once the probe lists that many per dependent.
+	PerDependent int `json:"perDependent,omitempty"`
+}
+
+// Hook is a step the description plays for check: a command, or from Go
+// a function.
+type Hook struct {
+	// Command is the program and its arguments, templated.
+	Command []string `json:"command,omitempty"`
+	// Env is added to check's own environment, templated.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the file's.
+	Dir string `json:"dir,omitempty"`
+
+	// Func runs in-process instead of Command. Go only.
+	Func HookFunc `json:"-"`
+}
+
+// HookFunc is a hook run in-process.
+type HookFunc func(ctx context.Context, v Values) error
+
+func (h Hook) set() bool { return len(h.Command) > 0 || h.Func != nil }
+
+// ResultsProbe lists the run's children and their results: a command
+// printing lines "child ID", "produced ID" and "persisted ID", or a Go
+// function. An ID names one child (Argo: the node ID) the same way in all
+// three: child while the child exists, produced once it has produced its
+// result (wherever the result waits for its owner: Argo's
+// WorkflowTaskResult), persisted once its owner has recorded the result
+// (the Workflow's node with its outputs).
+type ResultsProbe struct {
+	// Command is the program and its arguments, templated.
+	Command []string `json:"command,omitempty"`
+	// Env is added to check's own environment, templated.
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the working directory, relative to the file's.
+	Dir string `json:"dir,omitempty"`
+
+	// Func lists in-process instead of Command. Go only.
+	Func ResultsFunc `json:"-"`
+}
+
+// ResultsFunc lists the children and their results.
+type ResultsFunc func(ctx context.Context, v Values) (ResultSet, error)
+
+// ResultSet is one listing of the results probe: the IDs of the children
+// that exist, of those that produced a result, and of the results their
+// owners persisted.
+type ResultSet struct {
+	Children, Produced, Persisted []string
+}
 
 // Timeouts bound a run's waits; they also tell check the operator's own.
 type Timeouts struct {
@@ -383,7 +495,7 @@ func (s *Spec) Validate() error {
 	if s.Service != nil && len(s.Service.Command) == 0 {
 		bad("service.command", "required when service is set: the program that runs the external service")
 	}
-	if len(s.Faults) == 0 {
+	if len(s.Faults) == 0 && s.Results == nil {
 		bad("faults", "required: at least one address of the external service the operator dials")
 	}
 	seen := map[string]bool{}
@@ -403,11 +515,11 @@ func (s *Spec) Validate() error {
 			bad(field+".protocol", "%q: want %s or %s", f.Protocol, ProtocolTCP, ProtocolHTTP2)
 		}
 	}
-	if s.Parent.Secret == "" {
-		bad("parent.secret", "required: the credential Secret's manifest")
-	}
-	if s.Parent.Object == "" {
-		bad("parent.object", "required: the parent (connection) object's manifest")
+	switch {
+	case s.Parent.Secret == "" && s.Parent.Object != "":
+		bad("parent.secret", "required with parent.object: the credential Secret's manifest")
+	case s.Parent.Object == "" && s.Parent.Secret != "":
+		bad("parent.object", "required with parent.secret: the parent (connection) object's manifest")
 	}
 	if s.Parent.External < 0 {
 		bad("parent.external", "negative")
@@ -421,8 +533,22 @@ func (s *Spec) Validate() error {
 	if s.Dependents.External < 0 {
 		bad("dependents.external", "negative")
 	}
-	if len(s.Probe.Command) == 0 && s.Probe.Func == nil {
+	if !s.hasProbe() && s.Results == nil {
 		bad("probe.command", "required: a program printing one external resource identity per line")
+	}
+	if r := s.Results; r != nil {
+		if r.Children.APIVersion == "" || r.Children.Kind == "" {
+			bad("results.children", "apiVersion and kind required: the kind of the result-capture children (v1, Pod)")
+		}
+		if r.Children.PerDependent < 0 {
+			bad("results.children.perDependent", "negative")
+		}
+		if len(r.Probe.Command) == 0 && r.Probe.Func == nil {
+			bad("results.probe.command", `required: a program printing "child ID", "produced ID" and "persisted ID" lines`)
+		}
+		if !r.Complete.set() {
+			bad("results.complete.command", "required: a program making every child finish and produce its result")
+		}
 	}
 	for field, d := range map[string]time.Duration{
 		"probe.interval": s.Probe.Interval.Duration, "timeouts.ready": s.Timeouts.Ready.Duration,
@@ -486,6 +612,18 @@ func (s *Spec) checkTemplates() []error {
 	}
 	list("probe.command", s.Probe.Command)
 	env("probe.env", s.Probe.Env)
+	if st := s.Operator.Stalled; st != nil {
+		list("operator.stalled.args", st.Args)
+		env("operator.stalled.env", st.Env)
+	}
+	if r := s.Results; r != nil {
+		list("results.probe.command", r.Probe.Command)
+		env("results.probe.env", r.Probe.Env)
+		list("results.run.command", r.Run.Command)
+		env("results.run.env", r.Run.Env)
+		list("results.complete.command", r.Complete.Command)
+		env("results.complete.env", r.Complete.Env)
+	}
 	manifest := func(field, t string, many bool) {
 		out := str(field, t)
 		if out == "" && len(errs) > 0 {
@@ -504,8 +642,10 @@ func (s *Spec) checkTemplates() []error {
 			}
 		}
 	}
-	manifest("parent.secret", s.Parent.Secret, false)
-	manifest("parent.object", s.Parent.Object, false)
+	if s.hasParent() {
+		manifest("parent.secret", s.Parent.Secret, false)
+		manifest("parent.object", s.Parent.Object, false)
+	}
 	manifest("dependents.template", s.Dependents.Template, false)
 	if s.Operator.Manifests != "" {
 		manifest("operator.manifests", s.Operator.Manifests, true)
@@ -555,10 +695,21 @@ func (s *Spec) readyTimeout() time.Duration {
 func (s *Spec) finish() time.Duration { return cmp.Or(s.Timeouts.Finish.Duration, DefaultFinish) }
 func (s *Spec) lag() time.Duration    { return cmp.Or(s.Stale.Lag.Duration, DefaultLag) }
 func (s *Spec) perDependent() int {
-	if s.Dependents.External == 0 {
+	switch {
+	case !s.hasProbe():
+		return 0 // no external service: nothing to count
+	case s.Dependents.External == 0:
 		return 1
 	}
 	return s.Dependents.External
+}
+func (s *Spec) hasProbe() bool  { return len(s.Probe.Command) > 0 || s.Probe.Func != nil }
+func (s *Spec) hasParent() bool { return s.Parent.Object != "" }
+func (s *Spec) childrenPer() int {
+	if s.Results == nil {
+		return 0
+	}
+	return cmp.Or(s.Results.Children.PerDependent, 1)
 }
 func (s *Spec) namespacePrefix() string {
 	if s.Namespace == "" {

@@ -21,7 +21,8 @@ const checkUsage = `usage: finale check -f operator.yaml [--quick] [--seed N] [-
 Runs the operator the description file describes against a local control
 plane of its own, deletes its objects in every order and under faults, and
 checks that every deletion finished, nothing was left in the external
-service and nothing was created twice. Exit status: 0 every experiment
+service, nothing was created twice and (with results) no child's result
+was lost by its owner. Exit status: 0 every experiment
 held, 1 the check could not run, 2 an experiment broke.
 
 Experiments: ` + "%s" + `
