@@ -2,6 +2,7 @@ package clientpool_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,8 +94,12 @@ func TestGRPCNaivePoolStaysPoisoned(t *testing.T) {
 	mustDo(t, p.Do(t.Context(), key, check(servingService)))
 	b.proxy.Freeze()
 	for i := range 5 {
-		if err := p.Do(t.Context(), key, check(servingService)); status.Code(err) != codes.DeadlineExceeded {
-			t.Fatalf("retry %d: got %v, want DeadlineExceeded", i, err)
+		// The call ends by its own deadline, or, when the machine is so
+		// loaded that its answer misses the grace, is abandoned at the
+		// bound: a failed call on the cached client either way.
+		err := p.Do(t.Context(), key, check(servingService))
+		if status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, errclass.ErrCallTimeout) {
+			t.Fatalf("retry %d: got %v, want DeadlineExceeded or the call abandoned at its bound", i, err)
 		}
 	}
 	if diff := cmp.Diff(counts{1, 0, 1}, b.counts(gc)); diff != "" {
