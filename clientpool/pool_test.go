@@ -316,16 +316,31 @@ func TestCallerDeadlineVersusCallTimeout(t *testing.T) {
 			if tc.cancelInCall {
 				inCall = cancel
 			}
-			var own bool
+			// On a loaded machine the hung call may return after its grace,
+			// when Do has already abandoned it: own is read only once fn
+			// has returned.
+			var own atomic.Bool
+			called, returned := make(chan struct{}), make(chan struct{})
 			err := p.Do(ctx, "k", func(ctx context.Context, c *fakeClient) error {
+				close(called)
+				defer close(returned)
 				err := hang(inCall)(ctx, c)
-				own = errors.Is(context.Cause(ctx), errclass.ErrCallTimeout)
+				own.Store(errors.Is(context.Cause(ctx), errclass.ErrCallTimeout))
 				return err
 			})
 			if err == nil {
 				t.Fatal("a hung call succeeded")
 			}
-			got := result{Evicted: use(t, t.Context(), p, "k", nil) != 1, OwnBound: own}
+			select {
+			case <-called:
+				select {
+				case <-returned:
+				case <-time.After(time.Minute):
+					t.Fatal("the hung call did not return within a minute of its context's end")
+				}
+			default: // refused before the call
+			}
+			got := result{Evicted: use(t, t.Context(), p, "k", nil) != 1, OwnBound: own.Load()}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
