@@ -126,41 +126,26 @@ func (r Result) MaxFinish() time.Duration {
 	return m
 }
 
-// Leaked sums the runs' leaked resources.
-func (r Result) Leaked() int {
+// sum adds f over the runs.
+func (r Result) sum(f func(RunReport) int) int {
 	n := 0
 	for _, run := range r.Runs {
-		n += len(run.Leaked)
+		n += f(run)
 	}
 	return n
 }
+
+// Leaked sums the runs' leaked resources.
+func (r Result) Leaked() int { return r.sum(func(run RunReport) int { return len(run.Leaked) }) }
 
 // Duplicates sums the runs' duplicates.
-func (r Result) Duplicates() int {
-	n := 0
-	for _, run := range r.Runs {
-		n += run.Duplicates
-	}
-	return n
-}
+func (r Result) Duplicates() int { return r.sum(func(run RunReport) int { return run.Duplicates }) }
 
 // Lost sums the runs' lost results.
-func (r Result) Lost() int {
-	n := 0
-	for _, run := range r.Runs {
-		n += len(run.Lost)
-	}
-	return n
-}
+func (r Result) Lost() int { return r.sum(func(run RunReport) int { return len(run.Lost) }) }
 
 // Kills sums the runs' kills.
-func (r Result) Kills() int {
-	n := 0
-	for _, run := range r.Runs {
-		n += run.Kills
-	}
-	return n
-}
+func (r Result) Kills() int { return r.sum(func(run RunReport) int { return run.Kills }) }
 
 // Report is what a check found.
 type Report struct {
