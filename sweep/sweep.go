@@ -282,22 +282,31 @@ type Report struct {
 	Errors int
 }
 
-func (r *Report) count(st State) {
+// in is the counter of state st: one switch for counting and the gauge, so
+// a new state cannot be counted and left out of the metric.
+func (r *Report) in(st State) *int {
 	switch st {
 	case Waiting:
-		r.Waiting++
+		return &r.Waiting
 	case Settling:
-		r.Settling++
+		return &r.Settling
 	case Unreachable:
-		r.Unreachable++
+		return &r.Unreachable
 	case Invalid:
-		r.Invalid++
+		return &r.Invalid
 	case Adoptable:
-		r.Adoptable++
+		return &r.Adoptable
 	case Unverified:
-		r.Unverified++
+		return &r.Unverified
 	case Retained:
-		r.Retained++
+		return &r.Retained
+	}
+	return nil
+}
+
+func (r *Report) count(st State) {
+	if n := r.in(st); n != nil {
+		*n++
 	}
 }
 
@@ -350,8 +359,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
-		n := map[State]int{Waiting: rep.Waiting, Settling: rep.Settling, Unreachable: rep.Unreachable, Invalid: rep.Invalid, Adoptable: rep.Adoptable, Unverified: rep.Unverified, Retained: rep.Retained}[st]
-		recordsGauge.WithLabelValues(string(st)).Set(float64(n))
+		recordsGauge.WithLabelValues(string(st)).Set(float64(*rep.in(st)))
 	}
 	return rep, ctx.Err()
 }
