@@ -60,22 +60,30 @@ func flagsAfterDashes() []string {
 	return nil
 }
 
+// stack is the real stack the operator binary runs on: the control plane
+// with the reference operator's CRDs, PostgreSQL, and an admin client.
+func stack(tb testing.TB) (*controlplane.ControlPlane, *pgserver.Server, client.Client) {
+	tb.Helper()
+	cp := testenv.ControlPlane(tb)
+	pg := testenv.Postgres(tb)
+	s := testenv.Scheme()
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	c := testenv.Client(tb, s)
+	crds, err := crd.CRDs()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := controlplane.InstallCRDs(tb.Context(), c, crds...); err != nil {
+		tb.Fatal(err)
+	}
+	return cp, pg, c
+}
+
 // The operator binary, given only a kubeconfig file and POD_NAMESPACE,
 // creates a Role in PostgreSQL with its tag and a record, and drops it on
 // delete.
 func TestOperatorBinaryAgainstKubeconfig(t *testing.T) {
-	cp := testenv.ControlPlane(t)
-	pg := testenv.Postgres(t)
-	s := testenv.Scheme()
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	c := testenv.Client(t, s)
-	crds, err := crd.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.InstallCRDs(t.Context(), c, crds...); err != nil {
-		t.Fatal(err)
-	}
+	cp, pg, c := stack(t)
 	recNS := testenv.Namespace(t, c)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "--kubeconfig", cp.Kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0")
@@ -102,7 +110,7 @@ func TestOperatorBinaryAgainstKubeconfig(t *testing.T) {
 	if err := c.Create(t.Context(), r); err != nil {
 		t.Fatal(err)
 	}
-	err = controlplane.WaitFor(t.Context(), 90*time.Second, "Role Ready", func(ctx context.Context) (bool, error) {
+	err := controlplane.WaitFor(t.Context(), 90*time.Second, "Role Ready", func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 			return false, err
 		}

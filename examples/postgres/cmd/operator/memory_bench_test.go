@@ -12,12 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
-	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/pgserver"
@@ -77,18 +75,7 @@ type memorySample struct{ rss, peak int64 }
 //
 // Run it without -race: the race detector multiplies memory.
 func BenchmarkOperatorMemoryWithSecrets(b *testing.B) {
-	cp := testenv.ControlPlane(b)
-	pg := testenv.Postgres(b)
-	s := testenv.Scheme()
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	c := testenv.Client(b, s)
-	crds, err := crd.CRDs()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := controlplane.InstallCRDs(b.Context(), c, crds...); err != nil {
-		b.Fatal(err)
-	}
+	cp, pg, c := stack(b)
 	recNS := testenv.Namespace(b, c)
 	noise := testenv.Namespace(b, c)
 	t0 := time.Now()

@@ -13,13 +13,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/catalog"
-	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/internal/testenv"
@@ -36,18 +34,7 @@ import (
 // released without its delete, and the namespace goes.
 func TestOutagePastTheHoldTimeoutStillDeletes(t *testing.T) {
 	const holdTimeout = 4 * time.Second
-	cp := testenv.ControlPlane(t)
-	pg := testenv.Postgres(t)
-	s := testenv.Scheme()
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	c := testenv.Client(t, s)
-	crds, err := crd.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.InstallCRDs(t.Context(), c, crds...); err != nil {
-		t.Fatal(err)
-	}
+	cp, pg, c := stack(t)
 	applyManifests(t, c)
 	kubeconfig := impersonating(t, cp, manifestNamespace, manifestSA)
 	args := []string{"--hold-timeout=" + holdTimeout.String(), "--metrics-bind-address=0", "--health-probe-bind-address=0"}
