@@ -55,16 +55,17 @@ test-module/%:
 	if ( $(call module_test,$*) ) >"$$log" 2>&1; then echo "== $$m: ok, $$(( $$(date +%s) - start )) s"; \
 	else echo "$$m" >"$${log%.log}.failed"; echo "== $$m: FAILED after $$(( $$(date +%s) - start )) s"; exit 1; fi
 
-# module_test is the vet and test command of one module. tools/temporal
-# runs with -trimpath, so it reuses the packages make temporal compiled, and
-# without -race, which would compile the server's 1,751 packages a second
-# time.
-module_test = $(if $(filter root,$(1)),$(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...,\
-	$(if $(filter scenarios/campaigns,$(1)),cd scenarios && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) -run '$(SCENARIO_CAMPAIGNS)' .,\
-	$(if $(filter scenarios,$(1)),cd scenarios && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) -skip '$(SCENARIO_CAMPAIGNS)' ./...,\
-	$(if $(filter tools/temporal,$(1)),cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...,\
-	$(if $(filter tools/argo,$(1)),cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...,\
-	cd $(1) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...)))))
+# test_cmd.M is job M's command where it is not the plain one (vet and
+# test in the module's directory). tools/temporal runs with -trimpath, so it
+# reuses the packages make temporal compiled, and without -race, which would
+# compile the server's 1,751 packages a second time.
+GO_TEST = $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS)
+test_cmd.root                = $(GO) vet ./... && $(GO_TEST) ./...
+test_cmd.scenarios/campaigns = cd scenarios && $(GO_TEST) -run '$(SCENARIO_CAMPAIGNS)' .
+test_cmd.scenarios           = cd scenarios && $(GO) vet ./... && $(GO_TEST) -skip '$(SCENARIO_CAMPAIGNS)' ./...
+test_cmd.tools/temporal      = cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...
+test_cmd.tools/argo          = cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...
+module_test = $(or $(test_cmd.$(1)),cd $(1) && $(GO) vet ./... && $(GO_TEST) ./...)
 
 deps: postgres kube temporal argo controller-gen
 
