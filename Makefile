@@ -15,7 +15,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet lint bench campaign model failover guard-image
+.PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover guard-image
 
 # The demo needs the control plane and PostgreSQL only: it builds nothing
 # else (the Temporal server, the Argo controller and controller-gen are
@@ -24,48 +24,70 @@ demo: postgres kube
 	@echo "== building and running the demo (scenarios/cmd/finale-lab)"
 	cd scenarios && $(GO) run ./cmd/finale-lab demo
 
-# make test runs every module's vet and tests, TEST_JOBS modules at a time:
-# the real-stack tests mostly wait (on timeouts, holds, servers), so
-# modules side by side use the 2 cores that one module at a time leaves
-# idle. Each module's output goes to $(TEST_LOGS)/MODULE.log; a line says
-# when each starts and ends, and a failed module's log is printed. The
-# library module's tests include internal/modproxy's TestConsumer:
-# finale's module zip served by a file-based GOPROXY to a separate consumer
-# module (internal/modproxy/testdata/consumer, pinned to the oldest
+# make test vets the modules one after another, then runs the modules'
+# tests TEST_JOBS at a time. The vet goes first and alone, with -race:
+# it compiles every dependency with -race once, which the tests then find
+# in the build cache (vet without -race compiled everything a second time,
+# and modules vetted side by side compiled their shared Kubernetes
+# packages once each). The tests mostly wait (on timeouts, holds,
+# servers), so modules side by side use the 2 cores that one module at a
+# time leaves idle; the Temporal server and the Argo controller are built
+# beside them, before the jobs that use them. Each job's output goes to
+# $(TEST_LOGS)/JOB.log; a line says when each starts and ends, and a
+# failed job's log is printed. The library module's tests include
+# internal/modproxy's TestConsumer: finale's module zip served by a
+# file-based GOPROXY to a separate consumer module
+# (internal/modproxy/testdata/consumer, pinned to the oldest
 # controller-runtime and k8s.io the library supports) whose real-stack test
 # must pass.
-TEST_JOBS ?= 3
+TEST_JOBS ?= 4
 TEST_LOGS ?= $(CURDIR)/bin/test-logs
-# Longest first, so that the last to start is not the last to end. The
-# scenarios package is the longest test binary by far: its campaigns run as
-# a job of their own (scenarios/campaigns), beside the rest of the module.
-TEST_MODULES := scenarios/campaigns examples/postgres root scenarios examples/temporal examples/argo tools/temporal tools/kube tools/argo
+# Longest first (warm), so that the last to start is not the last to end;
+# scenarios starts once the Temporal server is built. Two
+# test binaries are long enough to be jobs of their own, beside the rest
+# of their module: the scenarios campaigns (scenarios/campaigns) and the
+# finale check proofs of the reference operator (examples/postgres/check).
+TEST_MODULES := root scenarios examples/postgres/check scenarios/campaigns examples/postgres examples/argo examples/temporal tools/temporal tools/kube tools/argo
 SCENARIO_CAMPAIGNS := ^(TestRandomizedCampaign|TestNaiveCampaignReportsReplayableSeeds|TestAPIServerCampaign|TestFailover|TestFailoverNaive)$$
-test: deps tidy
+test: postgres kube controller-gen tidy
 	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
-	@echo "== go vet, go test -race -count=1: $(words $(TEST_MODULES)) modules, $(TEST_JOBS) at a time; logs in $(TEST_LOGS) (a cold run first compiles with -race for many minutes)"
-	@start=$$(date +%s); $(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
-	echo "== make test: $$(( $$(date +%s) - start )) s for the modules' tests"; \
+	@start=$$(date +%s); echo "== go vet -race, one module at a time (a cold run compiles every dependency with -race here, for the tests after)"; \
+	$(MAKE) --no-print-directory vet-modules; vet=$$?; \
+	echo "== go test -race -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time, the Temporal server and the Argo controller built among them; logs in $(TEST_LOGS)"; \
+	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) temporal $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
+	echo "== make test: $$(( $$(date +%s) - start )) s for vet and the tests"; \
+	if [ $$vet -ne 0 ]; then echo "== FAILED: go vet (above)"; fi; \
 	if [ $$rc -ne 0 ]; then for f in $(TEST_LOGS)/*.failed; do [ -e "$$f" ] || continue; l=$${f%.failed}.log; \
-		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; grep -E '^(--- FAIL|FAIL|panic:)' "$$l" | head -40; tail -60 "$$l"; done; exit 1; fi
+		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; grep -E '^(--- FAIL|FAIL|panic:)' "$$l" | head -40; tail -60 "$$l"; done; fi; \
+	[ $$vet -eq 0 ] && [ $$rc -eq 0 ]
 
-# test-module/M runs module M's vet and tests into its log; used by test.
+# test-module/M runs job M's tests into its log; used by test.
 test-module/%:
 	@m=$*; log=$(TEST_LOGS)/$$(echo $$m | tr / -).log; start=$$(date +%s); echo "== $$m: started"; \
 	if ( $(call module_test,$*) ) >"$$log" 2>&1; then echo "== $$m: ok, $$(( $$(date +%s) - start )) s"; \
 	else echo "$$m" >"$${log%.log}.failed"; echo "== $$m: FAILED after $$(( $$(date +%s) - start )) s"; exit 1; fi
 
-# test_cmd.M is job M's command where it is not the plain one (vet and
-# test in the module's directory). tools/temporal runs with -trimpath, so it
-# reuses the packages make temporal compiled, and without -race, which would
-# compile the server's 1,751 packages a second time.
+# The jobs whose tests run the Temporal server or the Argo controller wait
+# for its build (the tests would build it themselves, one at a time).
+test-module/scenarios test-module/examples/temporal test-module/tools/temporal: temporal
+test-module/examples/argo: argo
+
+# test_cmd.M is job M's command where it is not the plain one (the tests
+# of module M). tools/temporal and tools/kube vet and test with -trimpath
+# and without -race, so they reuse the packages make temporal and make
+# kube compiled (with -race they would compile the servers' thousands of
+# packages a second time); their tests only read their go.mod.
 GO_TEST = $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS)
-test_cmd.root                = $(GO) vet ./... && $(GO_TEST) ./...
-test_cmd.scenarios/campaigns = cd scenarios && $(GO_TEST) -run '$(SCENARIO_CAMPAIGNS)' .
-test_cmd.scenarios           = cd scenarios && $(GO) vet ./... && $(GO_TEST) -skip '$(SCENARIO_CAMPAIGNS)' ./...
-test_cmd.tools/temporal      = cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...
-test_cmd.tools/argo          = cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -race -count=1 ./...
-module_test = $(or $(test_cmd.$(1)),cd $(1) && $(GO) vet ./... && $(GO_TEST) ./...)
+GO_VET  = $(GO) vet -race
+test_cmd.root                     = $(GO_TEST) ./...
+test_cmd.scenarios/campaigns      = cd scenarios && $(GO_TEST) -run '$(SCENARIO_CAMPAIGNS)' .
+test_cmd.scenarios                = cd scenarios && $(GO_TEST) -skip '$(SCENARIO_CAMPAIGNS)' ./...
+test_cmd.examples/postgres/check  = cd examples/postgres && $(GO_TEST) ./check/
+test_cmd.examples/postgres        = cd examples/postgres && pkgs=$$($(GO) list ./...) && $(GO_TEST) $$(echo "$$pkgs" | grep -v '/examples/postgres/check$$')
+test_cmd.tools/temporal           = cd tools/temporal && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...
+test_cmd.tools/kube               = cd tools/kube && $(GO) vet -trimpath ./... && $(GO) test -trimpath -count=1 ./...
+test_cmd.tools/argo               = cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./... && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test -count=1 ./...
+module_test = $(or $(test_cmd.$(1)),cd $(1) && $(GO_TEST) ./...)
 
 deps: postgres kube temporal argo controller-gen
 
@@ -148,12 +170,15 @@ guard-image:
 	@echo "== the Argo guard's image (OCI layout, no container engine) into $(GUARD_IMAGE)"
 	cd examples/argo && $(GO) run ./cmd/guard-image -o $(GUARD_IMAGE) -arch $(GUARD_IMAGE_ARCH)
 
-vet:
-	$(GO) vet ./...
-	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
-	cd tools/kube && $(GO) vet ./...
+# vet: every module. vet-modules vets the library and MODULES, each with
+# -race (as make test runs their tests), and goes on past a failure.
+vet: vet-modules
+	cd tools/kube && $(GO) vet -trimpath ./...
 	cd tools/temporal && $(GO) vet -trimpath ./...
 	cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet ./...
+
+vet-modules:
+	@rc=0; for m in . $(MODULES); do echo "== go vet -race: $$m"; (cd $$m && $(GO_VET) ./...) || { echo "== go vet FAILED: $$m"; rc=1; }; done; exit $$rc
 
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 lint:
