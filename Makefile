@@ -15,7 +15,7 @@ export GOTOOLCHAIN := local
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 
-.PHONY: demo test deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover guard-image
+.PHONY: demo test test-campaigns deps postgres kube kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover guard-image
 
 # The demo needs the control plane and PostgreSQL only: it builds nothing
 # else (the Temporal server, the Argo controller and controller-gen are
@@ -24,53 +24,61 @@ demo: postgres kube
 	@echo "== building and running the demo (scenarios/cmd/finale-lab)"
 	cd scenarios && $(GO) run ./cmd/finale-lab demo
 
-# make test vets the modules one after another, then runs the modules'
-# tests TEST_JOBS at a time. The vet goes first and alone, with -race:
-# it compiles every dependency with -race once, which the tests then find
-# in the build cache (vet without -race compiled everything a second time,
-# and modules vetted side by side compiled their shared Kubernetes
-# packages once each). The tests mostly wait (on timeouts, holds,
-# servers), so modules side by side use the 2 cores that one module at a
-# time leaves idle; the Temporal server and the Argo controller are built
-# beside them, before the jobs that use them. Each job's output goes to
-# $(TEST_LOGS)/JOB.log; a line says when each starts and ends, and a
-# failed job's log is printed. The library module's tests include
-# internal/modproxy's TestConsumer: finale's module zip served by a
-# file-based GOPROXY to a separate consumer module
-# (internal/modproxy/testdata/consumer, pinned to the oldest
+# make test, in four steps, each saying what it does:
+#  1. PostgreSQL; then the Kubernetes build beside the go.mod tidy check
+#     and controller-gen (module downloads, mostly waiting on the network);
+#  2. go vet -race of every module, one after another, beside the Temporal
+#     server and Argo controller builds. Vetting with -race compiles every
+#     dependency as the tests need it, once, and the tests find it in the
+#     build cache (vet without -race compiled everything a second time,
+#     and modules vetted side by side each compiled the Kubernetes
+#     packages they share);
+#  3. the tests, TEST_JOBS jobs at a time: the real-stack tests mostly
+#     wait (on timeouts, holds, servers), so jobs side by side use the 2
+#     cores that one at a time leaves idle. Each job's output goes to
+#     $(TEST_LOGS)/JOB.log; a line says when each starts and ends;
+#  4. a failed job's failures and last lines are printed.
+# The library module's tests include internal/modproxy's TestConsumer:
+# finale's module zip served by a file-based GOPROXY to a separate consumer
+# module (internal/modproxy/testdata/consumer, pinned to the oldest
 # controller-runtime and k8s.io the library supports) whose real-stack test
-# must pass.
+# must pass. The CI-sized fault campaigns are not in make test: they need
+# more CPU than a 2-core CI run affords; make test-campaigns runs them.
 TEST_JOBS ?= 4
 TEST_LOGS ?= $(CURDIR)/bin/test-logs
-# Longest first (warm), so that the last to start is not the last to end;
-# scenarios starts once the Temporal server is built. Two
-# test binaries are long enough to be jobs of their own, beside the rest
-# of their module: the scenarios campaigns (scenarios/campaigns) and the
-# finale check proofs of the reference operator (examples/postgres/check).
-TEST_MODULES := root scenarios examples/postgres/check scenarios/campaigns examples/postgres examples/argo examples/temporal tools/temporal tools/kube tools/argo
+# Longest first (warm), so that the last to start is not the last to end.
+# Test binaries long enough to hold up their module are jobs of their own:
+# the finale check proofs of the reference operator
+# (examples/postgres/check) and of examples/keys (examples/keys/check, in
+# the library module).
+TEST_MODULES := root scenarios examples/postgres/check examples/postgres examples/argo examples/keys/check examples/temporal tools/temporal tools/kube tools/argo
 SCENARIO_CAMPAIGNS := ^(TestRandomizedCampaign|TestNaiveCampaignReportsReplayableSeeds|TestAPIServerCampaign|TestFailover|TestFailoverNaive)$$
-test: postgres kube controller-gen tidy
+test: postgres
+	@$(MAKE) --no-print-directory -j3 kube tidy controller-gen
 	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
-	@start=$$(date +%s); echo "== go vet -race, one module at a time (a cold run compiles every dependency with -race here, for the tests after)"; \
-	$(MAKE) --no-print-directory vet-modules; vet=$$?; \
-	echo "== go test -race -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time, the Temporal server and the Argo controller built among them; logs in $(TEST_LOGS)"; \
-	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) temporal $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
+	@start=$$(date +%s); echo "== go vet -race, one module at a time (a cold run compiles every dependency with -race here, for the tests after), beside the Temporal and Argo builds"; \
+	$(MAKE) --no-print-directory -k -j2 vet-modules temporal argo; vet=$$?; \
+	echo "== go test -race -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time; logs in $(TEST_LOGS)"; \
+	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
 	echo "== make test: $$(( $$(date +%s) - start )) s for vet and the tests"; \
-	if [ $$vet -ne 0 ]; then echo "== FAILED: go vet (above)"; fi; \
+	if [ $$vet -ne 0 ]; then echo "== FAILED: go vet or a server build (above)"; fi; \
 	if [ $$rc -ne 0 ]; then for f in $(TEST_LOGS)/*.failed; do [ -e "$$f" ] || continue; l=$${f%.failed}.log; \
 		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; grep -E '^(--- FAIL|FAIL|panic:)' "$$l" | head -40; tail -60 "$$l"; done; fi; \
 	[ $$vet -eq 0 ] && [ $$rc -eq 0 ]
+
+# test-campaigns: the CI-sized fault campaigns and leader failovers of
+# scenarios (a 20-run randomized campaign, the naive build's replayable
+# seeds, the apiserver campaign, failover with and without the fence).
+# About 10 minutes of both cores: run it before a change to lifecycle,
+# ledger, hold, sweep, fence or the harness lands.
+test-campaigns: deps
+	cd scenarios && $(GO_TEST) -v -run '$(SCENARIO_CAMPAIGNS)' .
 
 # test-module/M runs job M's tests into its log; used by test.
 test-module/%:
 	@m=$*; log=$(TEST_LOGS)/$$(echo $$m | tr / -).log; start=$$(date +%s); echo "== $$m: started"; \
 	if ( $(call module_test,$*) ) >"$$log" 2>&1; then echo "== $$m: ok, $$(( $$(date +%s) - start )) s"; \
 	else echo "$$m" >"$${log%.log}.failed"; echo "== $$m: FAILED after $$(( $$(date +%s) - start )) s"; exit 1; fi
-
-# The jobs whose tests run the Temporal server or the Argo controller wait
-# for its build (the tests would build it themselves, one at a time).
-test-module/scenarios test-module/examples/temporal test-module/tools/temporal: temporal
-test-module/examples/argo: argo
 
 # test_cmd.M is job M's command where it is not the plain one (the tests
 # of module M). tools/temporal and tools/kube vet and test with -trimpath
@@ -79,8 +87,8 @@ test-module/examples/argo: argo
 # packages a second time); their tests only read their go.mod.
 GO_TEST = $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS)
 GO_VET  = $(GO) vet -race
-test_cmd.root                     = $(GO_TEST) ./...
-test_cmd.scenarios/campaigns      = cd scenarios && $(GO_TEST) -run '$(SCENARIO_CAMPAIGNS)' .
+test_cmd.root                     = pkgs=$$($(GO) list ./...) && $(GO_TEST) $$(echo "$$pkgs" | grep -v '/examples/keys/check$$')
+test_cmd.examples/keys/check      = $(GO_TEST) ./examples/keys/check/
 test_cmd.scenarios                = cd scenarios && $(GO_TEST) -skip '$(SCENARIO_CAMPAIGNS)' ./...
 test_cmd.examples/postgres/check  = cd examples/postgres && $(GO_TEST) ./check/
 test_cmd.examples/postgres        = cd examples/postgres && pkgs=$$($(GO) list ./...) && $(GO_TEST) $$(echo "$$pkgs" | grep -v '/examples/postgres/check$$')

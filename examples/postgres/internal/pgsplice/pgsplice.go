@@ -73,6 +73,7 @@ type Options struct {
 // Splicer is a running proxy.
 type Splicer struct {
 	o        Options
+	other    *pgconn.Config // Other, parsed
 	l        net.Listener
 	tls      *tls.Config
 	diverted atomic.Int32
@@ -85,11 +86,15 @@ func New(o Options) (*Splicer, error) {
 	if o.Primary == "" || o.Other == "" || (o.Divert == nil && o.SwitchAfter == nil) {
 		return nil, errors.New("pgsplice: Primary, Other and Divert or SwitchAfter are required")
 	}
+	other, err := pgconn.ParseConfig(o.Other)
+	if err != nil {
+		return nil, fmt.Errorf("pgsplice: Other: %w", err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("pgsplice: %w", err)
 	}
-	s := &Splicer{o: o, l: l}
+	s := &Splicer{o: o, other: other, l: l}
 	switch {
 	case o.TLS && o.Certificate != nil:
 		s.tls = &tls.Config{Certificates: []tls.Certificate{*o.Certificate}}
@@ -192,17 +197,17 @@ func (s *Splicer) session(client net.Conn) error {
 			_ = ss.other.Conn.Close()
 		}
 	}()
-	go ss.relay(primary, true)
+	go ss.relay(func() ([]byte, error) { return readMessage(primary) }, true)
 	return ss.loop()
 }
 
-// relay sends what a server says to the client, message by message, so
-// that a diverted reply never lands inside one of its. The primary's
-// relay falls silent once the session has moved; until then its end is
-// the client's.
-func (ss *session) relay(from net.Conn, primary bool) {
+// relay sends what a server says (each message read by next) to the
+// client, message by message, so that a diverted reply never lands inside
+// one of its. The primary's relay falls silent once the session has moved;
+// until then its end is the client's.
+func (ss *session) relay(next func() ([]byte, error), primary bool) {
 	for {
-		m, err := readMessage(from)
+		m, err := next()
 		if err != nil {
 			if primary && !ss.moveNow.Load() {
 				_ = ss.client.Close()
@@ -305,24 +310,24 @@ func (ss *session) move() error {
 	for _, p := range ss.preparing {
 		// Each on its own, with a Sync: an error (a statement closed
 		// twice, say) must not abort the rest.
-		if err := roundTrip(ss.other.Conn, p); err != nil {
+		if err := ss.roundTrip(p); err != nil {
 			return err
 		}
 	}
 	ss.moved = true
 	ss.s.switched.Add(1)
-	go ss.relay(ss.other.Conn, false)
+	go ss.relay(ss.readOther, false)
 	return nil
 }
 
-// roundTrip sends m and a Sync to c and reads the answer up to
-// ReadyForQuery, which it drops.
-func roundTrip(c net.Conn, m []byte) error {
-	if _, err := c.Write(append(bytes.Clone(m), 'S', 0, 0, 0, 4)); err != nil {
+// roundTrip sends m and a Sync to the other server and reads the answer
+// up to ReadyForQuery, which it drops.
+func (ss *session) roundTrip(m []byte) error {
+	if _, err := ss.other.Conn.Write(append(bytes.Clone(m), 'S', 0, 0, 0, 4)); err != nil {
 		return err
 	}
 	for {
-		r, err := readMessage(c)
+		r, err := ss.readOther()
 		if err != nil {
 			return err
 		}
@@ -335,12 +340,11 @@ func roundTrip(c net.Conn, m []byte) error {
 // divert sends a Query to the other server and relays its reply, up to
 // and including ReadyForQuery, to the client.
 func (ss *session) divert(q []byte) error {
-	other := ss.other.Conn
-	if _, err := other.Write(q); err != nil {
+	if _, err := ss.other.Conn.Write(q); err != nil {
 		return err
 	}
 	for {
-		m, err := readMessage(other)
+		m, err := ss.readOther()
 		if err != nil {
 			return err
 		}
@@ -356,10 +360,24 @@ func (ss *session) divert(q []byte) error {
 	}
 }
 
+// readOther reads the other server's next message through the Frontend
+// pgconn logged in with, never from the socket itself: a read pgconn
+// started in the background during the login (it does when a write of
+// its seems slow, as under load) may still be pending on the socket, and
+// what it reads is found only through the Frontend. Read from the socket,
+// the first answer went there and the session hung.
+func (ss *session) readOther() ([]byte, error) {
+	m, err := ss.other.Frontend.Receive()
+	if err != nil {
+		return nil, err
+	}
+	return m.Encode(nil)
+}
+
 func (s *Splicer) dialOther() (*pgconn.HijackedConn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := pgconn.Connect(ctx, s.o.Other)
+	c, err := pgconn.ConnectConfig(ctx, s.other)
 	if err != nil {
 		return nil, fmt.Errorf("pgsplice: log in to the other server: %w", err)
 	}
