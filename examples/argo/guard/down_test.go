@@ -209,20 +209,14 @@ type (
 )
 
 // buildAudit builds finale's command (cmd/finale, in the library module)
-// as a user would, and returns the binary.
+// and returns the binary.
 func buildAudit(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "finale")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/finale")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/finale in %s: %v\n%s", root, err, out)
-	}
-	return bin
+	return testenv.Build(t, root, "./cmd/finale")
 }
 
 // runAudit runs finale audit -o json against the control plane.

@@ -6,8 +6,6 @@ package keyscheck_test
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -15,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/finale-dev/finale/check"
+	"github.com/finale-dev/finale/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -22,23 +21,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// build compiles a command of this module into dir.
-func build(t *testing.T, dir, pkg string) string {
-	t.Helper()
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
 // The key operator passes every experiment of finale check --quick (the
 // stall needs HTTP/2, which the key service does not speak).
 func TestKeyOperatorPassesCheck(t *testing.T) {
-	bin := t.TempDir()
-	t.Setenv("KEYOPERATOR", build(t, bin, "../cmd/keyoperator"))
-	t.Setenv("KEYSERVICE", build(t, bin, "../cmd/keyservice"))
+	t.Setenv("KEYOPERATOR", testenv.Build(t, ".", "../cmd/keyoperator"))
+	t.Setenv("KEYSERVICE", testenv.Build(t, ".", "../cmd/keyservice"))
 	spec, err := check.Load("operator.yaml")
 	if err != nil {
 		t.Fatal(err)

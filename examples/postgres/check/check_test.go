@@ -7,8 +7,6 @@
 package pgcheck_test
 
 import (
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,10 +30,7 @@ func TestMain(m *testing.M) {
 // through the environment it reads.
 func setup(t *testing.T) *check.Spec {
 	t.Helper()
-	operator := filepath.Join(t.TempDir(), "operator")
-	if out, err := exec.Command("go", "build", "-o", operator, "../cmd/operator").CombinedOutput(); err != nil {
-		t.Fatalf("go build ../cmd/operator: %v\n%s", err, out)
-	}
+	operator := testenv.Build(t, ".", "../cmd/operator")
 	pg := testenv.Postgres(t)
 	t.Setenv("FINALE_OPERATOR", operator)
 	t.Setenv("PGHOST", pg.Host)

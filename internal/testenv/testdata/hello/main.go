@@ -1,0 +1,4 @@
+// Command hello is what TestBuildAsTheTestBinary builds.
+package main
+
+func main() {}
