@@ -250,8 +250,8 @@ func (s *Server) Stop() error {
 // logging in as AdminUser, until the server answers a query. psql, not a
 // Go driver, so that pgserver and every module that imports it (testenv)
 // do not require one. psql runs only once the data directory's
-// postmaster.pid says the server accepts connections: each try before that
-// only fails, and a process start costs about 0.1 CPU-s on a loaded
+// postmaster.pid says the server may accept connections: each try before
+// then only fails, and a process start costs about 0.1 CPU-s on a loaded
 // machine (acct measured 927 psql runs, 1.45 CPU-minutes, in one make test).
 func (s *Server) waitReady(ctx context.Context, data string) error {
 	psql := filepath.Join(s.bin, "psql")
