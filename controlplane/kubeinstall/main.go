@@ -6,6 +6,12 @@
 //
 // builds them once (minutes) before the first test does; `make kube` runs
 // it in a checkout. -dir, or $FINALE_KUBE_BIN_DIR, moves the cache.
+//
+// It calls internal/kubebin, the build itself, rather than
+// controlplane.Binaries, which does the same: controlplane imports
+// client-go and controller-runtime, and compiling those (about 700
+// packages, 5 CPU-minutes cold) only to start the build held up every
+// cold first run, make test's included, by minutes.
 package main
 
 import (
@@ -15,15 +21,15 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/internal/kubebin"
 )
 
 func main() {
-	dir := flag.String("dir", "", "cache directory (default $"+controlplane.EnvBinDir+", else the user cache directory)")
+	dir := flag.String("dir", "", "cache directory (default $"+kubebin.EnvDir+", else the user cache directory)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	got, err := controlplane.Binaries(ctx, *dir, os.Stdout)
+	got, err := kubebin.Ensure(ctx, *dir, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -12,7 +12,9 @@
 // the database answers 404 for); the build exempts exactly that module path
 // with GONOSUMDB. go.sum in tools/argo still pins its hash.
 //
-// CRDs returns Argo's own minimal CRDs, read from the argo-workflows module
-// in the module cache, so the control plane serves exactly the kinds the
-// controller was built against.
+// ModuleDir finds the argo-workflows module in the module cache; its
+// subpackage argocrd reads Argo's CRDs from there. They are apart so that
+// argoinstall, which make test and make argo run before anything else of
+// the module is compiled, builds from the standard library and binbuild
+// alone rather than compiling the Kubernetes API types first.
 package argobin

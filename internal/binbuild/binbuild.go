@@ -156,7 +156,7 @@ func (s Spec) Current(want string) bool {
 // the Go toolchain.
 func (s Spec) Stamp() (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "binbuild/v1\n%s\n%s\n%q\n", runtime.Version(), s.LDFlags, s.Env)
+	fmt.Fprintf(h, "binbuild/v1\n%s\n%s\n%s\n%q\n", runtime.Version(), gcflags, s.LDFlags, s.Env)
 	for _, t := range s.Targets {
 		fmt.Fprintf(h, "target %s %s\n", t.Name, t.Package)
 	}
@@ -236,9 +236,15 @@ func writeSource(src fs.FS, dst string) error {
 	return nil
 }
 
+// gcflags has the compiler leave out DWARF: the servers are linked with
+// -s -w (Spec.LDFlags), which drops it anyway, and generating it cost
+// about 15 % of the compile's CPU (go build -race std, cold). make test's
+// tools/* tests pass the same flags to reuse the compiled packages.
+const gcflags = "all=-dwarf=false"
+
 func (s Spec) build(ctx context.Context, log io.Writer, src string, t Target) error {
 	tmp := Path(s.Dir, "."+t.Name+".tmp")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", s.LDFlags, "-o", tmp, t.Package)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-gcflags", gcflags, "-ldflags", s.LDFlags, "-o", tmp, t.Package)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=-mod=readonly")
 	cmd.Env = append(cmd.Env, s.Env...)

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
+
+	"github.com/finale-dev/finale/internal/testenv"
 )
 
 // root is this module's root, seen from this package's directory.
@@ -100,8 +102,11 @@ func TestConsumer(t *testing.T) {
 		{"mod", "tidy"},
 		{"check pins"},
 		// -vet=off as make test runs: vet is make vet's, and go test's
-		// own would analyse every dependency again.
-		{"test", "-race", "-count=1", "-vet=off", "-timeout=15m", "-v", "./..."},
+		// own would analyse every dependency again. The consumer is
+		// compiled as this test was (make test: -race
+		// -gcflags=all=-dwarf=false), so that it finds the library's
+		// dependencies, at the same versions, in the build cache.
+		append(append([]string{"test", "-race"}, testenv.CompileFlags()...), "-count=1", "-vet=off", "-timeout=15m", "-v", "./..."),
 	} {
 		if args[0] == "check pins" {
 			checkPins(t, dir)

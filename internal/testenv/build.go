@@ -5,6 +5,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,20 +14,15 @@ import (
 // to dir) in dir, the module it belongs to, into a temporary directory of
 // t's and returns the binary's path.
 //
-// It builds with -race when the test binary was built with it. The
-// command then reuses the packages the test's own build compiled, where a
-// plain build compiles all its dependencies a second time: 7.6 CPU-minutes
-// for the reference operator on a cold cache, which make test's cold run
-// paid once per such command. A data race in the command then also shows
-// in its output.
+// It builds with the test binary's CompileFlags. The command then reuses
+// the packages the test's own build compiled, where a plain build compiles
+// all its dependencies a second time: 7.6 CPU-minutes for the reference
+// operator on a cold cache, which make test's cold run paid once per such
+// command. A data race in the command then also shows in its output.
 func Build(t testing.TB, dir, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), path.Base(pkg))
-	args := []string{"build", "-o", out}
-	if raceBuilt() {
-		args = append(args, "-race")
-	}
-	args = append(args, pkg)
+	args := append(append([]string{"build", "-o", out}, CompileFlags()...), pkg)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -35,17 +31,34 @@ func Build(t testing.TB, dir, pkg string) string {
 	return out
 }
 
-// raceBuilt reports whether the running binary was built with -race, as
-// its build information records.
-func raceBuilt() bool {
+// compileSettings are the build settings that decide how packages are
+// compiled, as go version -m names them: a build given the same ones finds
+// the running binary's packages in the build cache.
+var compileSettings = []string{"-race", "-gcflags", "-tags"}
+
+// CompileFlags returns the flags the running binary was built with that
+// decide how packages are compiled (-race, -gcflags, -tags, as its build
+// information records them), for a go build or go test run from a test
+// that should reuse the test's own compiled packages: make test compiles
+// with -race -gcflags=all=-dwarf=false, and a command built without them
+// compiles every dependency again.
+func CompileFlags() []string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return false
+		return nil
 	}
+	var flags []string
 	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
+		if !slices.Contains(compileSettings, s.Key) {
+			continue
 		}
+		if s.Key == "-race" {
+			if s.Value == "true" {
+				flags = append(flags, "-race")
+			}
+			continue
+		}
+		flags = append(flags, s.Key+"="+s.Value)
 	}
-	return false
+	return flags
 }

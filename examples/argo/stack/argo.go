@@ -22,6 +22,7 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/argobin"
+	"github.com/finale-dev/finale/internal/argobin/argocrd"
 	"github.com/finale-dev/finale/internal/procgroup"
 )
 
@@ -96,7 +97,7 @@ type process struct {
 // which switches off the metrics and telemetry servers (they would listen
 // on fixed ports on every interface). It is idempotent.
 func Install(ctx context.Context, c client.Client, ns string) error {
-	crds, err := argobin.CRDs(ctx)
+	crds, err := argocrd.CRDs(ctx)
 	if err != nil {
 		return fmt.Errorf("argo: %w", err)
 	}

@@ -1,25 +1,13 @@
 package argobin
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 )
-
-// crdDir is where Argo keeps the CRDs it installs by default: schemas that
-// preserve unknown fields in spec and status, as upstream's quick start
-// uses them.
-const crdDir = "manifests/base/crds/minimal"
 
 // ModuleDir returns the directory of the argo-workflows module in the Go
 // module cache, downloading it (offline when the cache has it, verified by
@@ -64,37 +52,4 @@ func binbuildSource() (string, error) {
 		return "", fmt.Errorf("argobin: neither a finale checkout nor a built %s (run `make argo`): %w", dir, err)
 	}
 	return src, nil
-}
-
-// CRDs returns Argo's minimal CRDs at Version, read from the module cache.
-func CRDs(ctx context.Context) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	dir, err := ModuleDir(ctx)
-	if err != nil {
-		return nil, err
-	}
-	root := os.DirFS(filepath.Join(dir, crdDir))
-	names, err := fs.Glob(root, "argoproj.io_*.yaml")
-	if err != nil {
-		return nil, fmt.Errorf("argobin: %w", err)
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("argobin: no CRDs in %s", filepath.Join(dir, crdDir))
-	}
-	slices.Sort(names)
-	out := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
-	for _, n := range names {
-		b, err := fs.ReadFile(root, n)
-		if err != nil {
-			return nil, fmt.Errorf("argobin: %w", err)
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.UnmarshalStrict(bytes.TrimSpace(b), &crd); err != nil {
-			return nil, fmt.Errorf("argobin: parse %s: %w", n, err)
-		}
-		if crd.Kind != "CustomResourceDefinition" || crd.Spec.Group != "argoproj.io" {
-			return nil, errors.New("argobin: " + n + " is not an argoproj.io CustomResourceDefinition")
-		}
-		out = append(out, &crd)
-	}
-	return out, nil
 }
