@@ -80,7 +80,7 @@ test: postgres
 	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
 	@start=$$(date +%s); echo "== go vet $(GO_COMPILE), one module at a time (a cold run compiles every dependency here, for the tests after), then the Temporal and Argo builds"; \
 	$(MAKE) --no-print-directory -k vet-modules temporal argo; vet=$$?; \
-	echo "== go test -race -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time; logs in $(TEST_LOGS)"; \
+	echo "== go test $(GO_COMPILE) -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time; logs in $(TEST_LOGS)"; \
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
 	echo "== make test: $$(( $$(date +%s) - start )) s for vet and the tests"; \
 	if [ $$vet -ne 0 ]; then echo "== FAILED: go vet or a server build (above)"; fi; \
@@ -118,9 +118,10 @@ test-module/%:
 # The tests and vet compile without DWARF (-gcflags=all=-dwarf=false) and
 # the test binaries link without it (-ldflags=-w): only debuggers read it;
 # race reports, panics and test failures take file and line from the Go
-# symbol table. go build -race std on a cold cache took 18 % less CPU
-# without it (both at GOGC=400), and the link of lifecycle's test binary
-# about a quarter less (make test links about 106 test binaries a run).
+# symbol table. go build -race std on a cold cache took 16 % less CPU
+# without it at GOGC=400 (8 % at the default), and the link of
+# lifecycle's test binary a fifth to a third less (two runs each; make
+# test links about 106 test binaries a run).
 # go vet compiles with the same flags so that the tests find its packages
 # in the build cache, and the commands tests build (testenv.Build, the
 # consumer check) copy them from the test binary's build information.

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,14 +42,22 @@ func releasedWithoutDelete() float64 {
 	return testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
 }
 
+// setPassword writes the Secret's password, reading it again on a
+// conflict: once its namespace is being deleted, others write the Secret
+// too (the namespace controller's delete, which the hold's finalizer turns
+// into setting deletionTimestamp), and an update from a stale read fails
+// (seen once in a warm make test).
 func setPassword(t *testing.T, c client.Client, key types.NamespacedName, password string) {
 	t.Helper()
-	var s corev1.Secret
-	if err := c.Get(t.Context(), key, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Data["password"] = []byte(password)
-	if err := c.Update(t.Context(), &s); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var s corev1.Secret
+		if err := c.Get(t.Context(), key, &s); err != nil {
+			return err
+		}
+		s.Data["password"] = []byte(password)
+		return c.Update(t.Context(), &s)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
