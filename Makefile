@@ -40,16 +40,15 @@ demo: postgres kube
 #     network), so that the compile no longer waits on downloads that
 #     share the network with the tidy check's (the Kubernetes build took
 #     12 min 50 s beside them cold at c322d5d, 8 min 27 s alone);
-#  2. go vet of every module, one after another, then the Temporal
-#     server and Argo controller builds. Vetting with the tests' compile
-#     flags (GO_COMPILE: -race, no DWARF) compiles every dependency as the
-#     tests need it, once, and the tests find it in the build cache (vet
-#     without -race compiled everything a second time,
-#     and modules vetted side by side each compiled the Kubernetes
-#     packages they share). One compile at a time: go build already uses
-#     both cores, and two side by side took longer than one after the
-#     other (the vet beside the builds 24 min cold, against 8 min for the
-#     vet alone and about 10 for the builds);
+#  2. go vet of every module, one after another, then the Temporal server
+#     and Argo controller builds. Vetting with the tests' compile flags
+#     (GO_COMPILE: -race, no DWARF) compiles every dependency as the tests
+#     need it, once, and the tests find it in the build cache (vet without
+#     -race compiled everything a second time, and modules vetted side by
+#     side each compiled the Kubernetes packages they share). One compile at
+#     a time: go build already uses both cores, and two side by side took
+#     longer than one after the other (the vet beside the builds 24 min
+#     cold, against 8 min for the vet alone and about 10 for the builds);
 #  3. the tests, TEST_JOBS jobs at a time: one job alone leaves the cores
 #     idle while its tests wait (on timeouts, holds, servers); four keep
 #     both busy (181 % CPU warm at a load of 14 to 22, so the CPU, not the
@@ -119,12 +118,12 @@ test-module/%:
 # the test binaries link without it (-ldflags=-w): only debuggers read it;
 # race reports, panics and test failures take file and line from the Go
 # symbol table. go build -race std on a cold cache took 16 % less CPU
-# without it at GOGC=400 (8 % at the default), and the link of
-# lifecycle's test binary a fifth to a third less (two runs each; make
-# test links about 106 test binaries a run).
-# go vet compiles with the same flags so that the tests find its packages
-# in the build cache, and the commands tests build (testenv.Build, the
-# consumer check) copy them from the test binary's build information.
+# without it at GOGC=400 (8 % at the default), and the link of lifecycle's
+# test binary a fifth to a third less (two runs each; make test links about
+# 106 test binaries a run). go vet compiles with the same flags so that the
+# tests find its packages in the build cache, and the commands tests build
+# (testenv.Build, the consumer check) copy them from the test binary's build
+# information.
 GO_COMPILE = -race -gcflags=all=-dwarf=false
 # BINBUILD_FLAGS: the compile flags internal/binbuild builds the servers with.
 BINBUILD_FLAGS = -trimpath -gcflags=all=-dwarf=false
@@ -233,7 +232,8 @@ guard-image:
 	cd examples/argo && $(GO) run ./cmd/guard-image -o $(GUARD_IMAGE) -arch $(GUARD_IMAGE_ARCH)
 
 # vet: every module. vet-modules vets the library and MODULES, each with
-# -race (as make test runs their tests), and goes on past a failure.
+# GO_COMPILE (as make test compiles their tests), and goes on past a
+# failure; the tools modules with internal/binbuild's flags.
 vet: vet-modules
 	cd tools/kube && $(GO) vet $(BINBUILD_FLAGS) ./...
 	cd tools/temporal && $(GO) vet $(BINBUILD_FLAGS) ./...

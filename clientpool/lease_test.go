@@ -362,7 +362,14 @@ func TestNoLeakUnderChurnWithAbandonment(t *testing.T) {
 	var putMu sync.Mutex
 	answers := []error{nil, nil, status.Error(codes.Unavailable, "x"), status.Error(codes.NotFound, "x")}
 	keys := []string{"a", "b", "c"}
-	var wg, bodies sync.WaitGroup
+	var wg sync.WaitGroup
+	// pending holds, for each Do the pool abandoned, a channel its body
+	// closes on return. An abandoned body may not even have started when
+	// Do returns (its goroutine unscheduled for the whole bound and grace
+	// on a loaded machine), so it cannot count itself in: a WaitGroup's
+	// Add in the body raced with the Wait below (seen in a warm make test).
+	var pending []chan struct{}
+	var pendingMu sync.Mutex
 	var hung atomic.Int64
 	for g := range 8 {
 		wg.Add(1)
@@ -370,9 +377,9 @@ func TestNoLeakUnderChurnWithAbandonment(t *testing.T) {
 			defer wg.Done()
 			for i := range 60 {
 				key := keys[(g+i)%len(keys)]
+				returned := make(chan struct{})
 				body := func(_ context.Context, c *fakeClient) error {
-					bodies.Add(1)
-					defer bodies.Done()
+					defer close(returned)
 					if (g+i)%9 == 0 && c.gone != nil {
 						hung.Add(1)
 						<-c.gone // ignores its context until closed
@@ -392,7 +399,13 @@ func TestNoLeakUnderChurnWithAbandonment(t *testing.T) {
 					}
 				}
 				if i%2 == 0 {
-					_ = p.Do(t.Context(), key, body)
+					// The lease runs body on this goroutine; Do on its own,
+					// which an abandoned call leaves running.
+					if err := p.Do(t.Context(), key, body); errors.Is(err, errclass.ErrCallTimeout) {
+						pendingMu.Lock()
+						pending = append(pending, returned)
+						pendingMu.Unlock()
+					}
 				} else {
 					_ = leased(t.Context(), p, key, body)
 				}
@@ -403,7 +416,9 @@ func TestNoLeakUnderChurnWithAbandonment(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	bodies.Wait() // every abandoned call returned: its client was closed
+	for _, returned := range pending { // every abandoned call returned: its client was closed
+		<-returned
+	}
 	if hung.Load() == 0 || metricValue(t, "finale_clientpool_abandoned_total", name) == 0 {
 		t.Fatal("no call was abandoned: the churn does not test abandonment")
 	}
