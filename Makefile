@@ -124,9 +124,10 @@ test-module/%:
 # tests find its packages in the build cache, and the commands tests build
 # (testenv.Build, the consumer check) copy them from the test binary's build
 # information.
-GO_COMPILE = -race -gcflags=all=-dwarf=false
+NO_DWARF   = -gcflags=all=-dwarf=false
+GO_COMPILE = -race $(NO_DWARF)
 # BINBUILD_FLAGS: the compile flags internal/binbuild builds the servers with.
-BINBUILD_FLAGS = -trimpath -gcflags=all=-dwarf=false
+BINBUILD_FLAGS = -trimpath $(NO_DWARF)
 GO_TEST = $(GO) test $(GO_COMPILE) -count=1 -vet=off -ldflags=-w -timeout $(TEST_TIMEOUT) $(TEST_FLAGS)
 GO_VET  = $(GO) vet $(GO_COMPILE)
 # test_all_but tests every package of the module but those ending in $(1)

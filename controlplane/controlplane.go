@@ -208,7 +208,7 @@ const EnvBinDir = kubebin.EnvDir
 // build's stamp. The build needs only the Go toolchain and the module proxy
 // and takes minutes, once; progress goes to log (nil discards it).
 // `go run github.com/finale-dev/finale/controlplane/kubeinstall@<version>`
-// calls it.
+// does the same beforehand.
 func Binaries(ctx context.Context, dir string, log io.Writer) (string, error) {
 	return kubebin.Ensure(ctx, dir, log)
 }

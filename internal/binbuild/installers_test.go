@@ -37,15 +37,11 @@ func TestInstallersImportOnlyTheBuild(t *testing.T) {
 			}
 			want := append(append(append([]string{}, build...), own...), finale+cmd)
 			got := strings.Fields(string(out))
-			if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
+			slices.Sort(want)
+			slices.Sort(got)
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s imports (-want +got):\n%s", cmd, diff)
 			}
 		})
 	}
-}
-
-func sorted(s []string) []string {
-	out := append([]string{}, s...)
-	slices.Sort(out)
-	return out
 }

@@ -32,9 +32,20 @@ func Build(t testing.TB, dir, pkg string) string {
 }
 
 // compileSettings are the build settings that decide how packages are
-// compiled, as go version -m names them: a build given the same ones finds
-// the running binary's packages in the build cache.
+// compiled: a build given the same ones finds the running binary's packages
+// in the build cache.
 var compileSettings = []string{"-race", "-gcflags", "-tags"}
+
+// compiledWith returns bi's compile settings, in bi's order.
+func compiledWith(bi *debug.BuildInfo) []debug.BuildSetting {
+	var out []debug.BuildSetting
+	for _, s := range bi.Settings {
+		if slices.Contains(compileSettings, s.Key) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // CompileFlags returns the flags the running binary was built with that
 // decide how packages are compiled (-race, -gcflags, -tags, as its build
@@ -48,17 +59,8 @@ func CompileFlags() []string {
 		return nil
 	}
 	var flags []string
-	for _, s := range bi.Settings {
-		if !slices.Contains(compileSettings, s.Key) {
-			continue
-		}
-		if s.Key == "-race" {
-			if s.Value == "true" {
-				flags = append(flags, "-race")
-			}
-			continue
-		}
-		flags = append(flags, s.Key+"="+s.Value)
+	for _, s := range compiledWith(bi) {
+		flags = append(flags, s.Key+"="+s.Value) // -race=true is a valid flag too
 	}
 	return flags
 }
