@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,13 +186,16 @@ func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Du
 
 // An operator that never makes its resources in the first, undisturbed run
 // is an error of the check (exit 1), with what the dependents say, not a
-// verdict every later run would wait its ready timeout for.
+// verdict every later run would wait its ready timeout for. The wait calls
+// the probe at the probe's interval, as the sampling does: a probe is often
+// a command calling a rate-limited API (the wait called it every 50ms).
 func TestNeverReady(t *testing.T) {
 	svc, err := service.Start("", service.Options{Token: toyToken, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Close()
+	var calls atomic.Int64
 	spec := &check.Spec{
 		Operator: check.Operator{Start: func(ctx context.Context, _ check.OperatorEnv) error { <-ctx.Done(); return nil }},
 		CRDs:     []string{"../examples/keys/config/crd/keys.finale.dev_apikeys.yaml", "../examples/keys/config/crd/keys.finale.dev_keyservers.yaml"},
@@ -201,11 +205,23 @@ func TestNeverReady(t *testing.T) {
 			Object: `{apiVersion: keys.finale.dev/v1alpha1, kind: KeyServer, metadata: {name: keys}, spec: {url: "http://{{.Proxy "keys"}}", tokenSecretRef: {name: token}}}`,
 		},
 		Dependents: check.Dependents{Count: 1, Template: "{apiVersion: keys.finale.dev/v1alpha1, kind: APIKey, metadata: {name: k}, spec: {name: k, keyServerRef: {name: keys}}}"},
-		Probe:      check.Probe{Func: func(context.Context, check.Values) ([]string, error) { return nil, nil }},
-		Timeouts:   check.Timeouts{Ready: metav1Duration(3 * time.Second), Finish: metav1Duration(20 * time.Second)},
+		Probe: check.Probe{Interval: metav1Duration(time.Second), Func: func(context.Context, check.Values) ([]string, error) {
+			calls.Add(1)
+			return nil, nil
+		}},
+		Timeouts: check.Timeouts{Ready: metav1Duration(3 * time.Second), Finish: metav1Duration(20 * time.Second)},
 	}
+	t0 := time.Now()
 	_, err = check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}, WorkDir: t.TempDir()})
+	elapsed := time.Since(t0)
 	if !errors.Is(err, check.ErrNeverReady) || !strings.Contains(err.Error(), "the probe lists 0 of 1 external resources; APIKey k: no conditions") {
 		t.Fatalf("Run = %v, want ErrNeverReady naming the count and the APIKey's conditions", err)
+	}
+	// The sampling, once a second while the run lasts, the ready wait,
+	// once a second for its 3s, and the first and last listings: a tick
+	// more at each end of the two loops. Calls at 50ms in the wait made
+	// 74 in a 15s run.
+	if n, most := calls.Load(), int64(elapsed/time.Second)+3+4; n > most {
+		t.Errorf("the probe was called %d times in a %s run with a 1s interval; want at most %d", n, elapsed.Round(time.Second), most)
 	}
 }

@@ -301,7 +301,7 @@ func resultsStalled(ctx context.Context, r *run) error {
 		hold = defaultStall
 	}
 	stall := downFor(hold)
-	gone := controlplane.WaitFor(ctx, max(time.Until(t0.Add(stall)), time.Millisecond), "the children to go while stalled", func(ctx context.Context) (bool, error) {
+	gone := controlplane.WaitEvery(ctx, r.spec.probeEvery(), max(time.Until(t0.Add(stall)), time.Millisecond), "the children to go while stalled", func(ctx context.Context) (bool, error) {
 		_, _ = r.results.sample(ctx) // the timeline; a failed sample is looked at again
 		left, err := r.children(ctx)
 		return err == nil && len(left) == 0, nil
@@ -329,7 +329,7 @@ func (r *run) checkResults(ctx context.Context, since time.Time) {
 	var lost, left []string
 	var perr error
 	sampled := false
-	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(r.spec.finish())), time.Millisecond), "no result lost", func(ctx context.Context) (bool, error) {
+	err := controlplane.WaitEvery(ctx, r.spec.probeEvery(), max(time.Until(since.Add(r.spec.finish())), time.Millisecond), "no result lost", func(ctx context.Context) (bool, error) {
 		rs, err := r.results.sample(ctx)
 		if err != nil {
 			if ctx.Err() == nil { // not the wait's own deadline

@@ -210,7 +210,9 @@ type Probe struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Dir is the working directory, relative to the file's.
 	Dir string `json:"dir,omitempty"`
-	// Interval is how often a run samples the probe; zero is 500ms.
+	// Interval is how often a run calls the probe, and the results probe:
+	// its sampling and every wait on them (a probe is often a command that
+	// calls a rate-limited API); zero is 500ms.
 	Interval metav1.Duration `json:"interval,omitempty"`
 
 	// Func lists in-process instead of Command. Go only.

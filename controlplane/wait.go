@@ -13,12 +13,24 @@ import (
 // PollInterval is how often the wait helpers look again.
 const PollInterval = 50 * time.Millisecond
 
-// WaitFor calls cond until it reports true, returns an error, or timeout
-// passes; what says what is being waited for, in the error.
+// WaitFor calls cond every PollInterval until it reports true, returns an
+// error, or timeout passes; what says what is being waited for, in the
+// error.
 func WaitFor(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	return WaitEvery(ctx, PollInterval, timeout, what, cond)
+}
+
+// WaitEvery is WaitFor calling cond every interval (at most; a slow cond
+// spaces the calls further): for a condition that is costly to look at,
+// such as a command or a call to an external service. An interval that is
+// not positive is PollInterval.
+func WaitEvery(ctx context.Context, interval, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	if interval <= 0 {
+		interval = PollInterval
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(PollInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var lastErr error
 	for {
