@@ -28,6 +28,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/lifecycle"
 )
@@ -232,7 +233,10 @@ func TestServerStatusTellsNoPortsApart(t *testing.T) {
 			if err := w.c.Delete(t.Context(), srv); err != nil {
 				t.Fatal(err)
 			}
-			w.waitEvent(ns, "Server", "pg", "HoldAccessNotReady")
+			// Both Events of the hold's first look: the recorder writes
+			// them in the background, so one may land before the other.
+			w.waitEvent(ns, "Server", "pg", hold.ReasonHolding)
+			w.waitEvent(ns, "Server", "pg", hold.ReasonAccessNotReady)
 			v.HoldEvents = w.events(ns, "Server", "pg")
 			for i := range v.HoldEvents {
 				// The hold's end is the user's own deletion time plus the
