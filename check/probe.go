@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/finale-dev/finale/controlplane"
 )
 
 // probeTimeout bounds one probe call.
@@ -31,6 +33,13 @@ type prober struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+}
+
+// waitProbe waits for cond, which calls a probe, calling it at the probe's
+// interval, as the sampling does: a probe is often a command that calls a
+// rate-limited API.
+func (r *run) waitProbe(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	return controlplane.WaitEvery(ctx, r.spec.probeEvery(), timeout, what, cond)
 }
 
 func newProber(r *run) *prober {

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/finale-dev/finale/controlplane"
 )
 
 // Lines of the results probe's output.
@@ -301,7 +299,7 @@ func resultsStalled(ctx context.Context, r *run) error {
 		hold = defaultStall
 	}
 	stall := downFor(hold)
-	gone := controlplane.WaitEvery(ctx, r.spec.probeEvery(), max(time.Until(t0.Add(stall)), time.Millisecond), "the children to go while stalled", func(ctx context.Context) (bool, error) {
+	gone := r.waitProbe(ctx, max(time.Until(t0.Add(stall)), time.Millisecond), "the children to go while stalled", func(ctx context.Context) (bool, error) {
 		_, _ = r.results.sample(ctx) // the timeline; a failed sample is looked at again
 		left, err := r.children(ctx)
 		return err == nil && len(left) == 0, nil
@@ -329,7 +327,7 @@ func (r *run) checkResults(ctx context.Context, since time.Time) {
 	var lost, left []string
 	var perr error
 	sampled := false
-	err := controlplane.WaitEvery(ctx, r.spec.probeEvery(), max(time.Until(since.Add(r.spec.finish())), time.Millisecond), "no result lost", func(ctx context.Context) (bool, error) {
+	err := r.waitProbe(ctx, max(time.Until(since.Add(r.spec.finish())), time.Millisecond), "no result lost", func(ctx context.Context) (bool, error) {
 		rs, err := r.results.sample(ctx)
 		if err != nil {
 			if ctx.Err() == nil { // not the wait's own deadline

@@ -473,7 +473,7 @@ func (r *run) create(ctx context.Context) error {
 func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 	t0 := time.Now()
 	var last string
-	err := controlplane.WaitEvery(ctx, r.spec.probeEvery(), r.spec.readyTimeout(), "the creates", func(ctx context.Context) (bool, error) {
+	err := r.waitProbe(ctx, r.spec.readyTimeout(), "the creates", func(ctx context.Context) (bool, error) {
 		n, err := r.probe.count(ctx)
 		if err != nil {
 			if ctx.Err() == nil { // not the wait's own deadline
@@ -521,7 +521,7 @@ func (r *run) settle(ctx context.Context) {
 	every := r.spec.probeEvery()
 	var last []string
 	stable := time.Now()
-	_ = controlplane.WaitEvery(ctx, every, r.spec.readyTimeout(), "the external resources to settle", func(ctx context.Context) (bool, error) {
+	_ = r.waitProbe(ctx, r.spec.readyTimeout(), "the external resources to settle", func(ctx context.Context) (bool, error) {
 		ids, err := r.probe.current(ctx)
 		if err != nil {
 			return false, nil
@@ -671,7 +671,7 @@ func (r *run) leaks(ctx context.Context, since time.Time, finished bool) {
 		wait = 0
 	}
 	var leaked []string
-	perr := controlplane.WaitEvery(ctx, r.spec.probeEvery(), max(wait, time.Millisecond), "nothing left in the external service", func(ctx context.Context) (bool, error) {
+	perr := r.waitProbe(ctx, max(wait, time.Millisecond), "nothing left in the external service", func(ctx context.Context) (bool, error) {
 		ids, err := r.probe.current(ctx)
 		if err != nil {
 			return false, nil
