@@ -161,6 +161,7 @@ const (
 	msgLeaseAbandoned = "clientpool %s: %v: the lease was held past its bound of %v and %v more, and was abandoned: %w: %w (the holder then returned: %s)"
 	msgNoTime         = "clientpool %s: %v: the caller's deadline leaves no time for the call: %w"
 	msgFenced         = "clientpool %s: %v: %w"
+	msgFencedLate     = "clientpool %s: %v: the call returned at or after the fence, so what it wrote may have landed when another replica could lead: %w"
 )
 
 // call is one use of a client: by Do's fn or by a Lease.
@@ -175,6 +176,10 @@ type call[K comparable, C any] struct {
 	// bound its length, grace how long after it the call may still return.
 	deadline     time.Time
 	bound, grace time.Duration
+	// until is the fence the call started under, on the pool's clock (zero
+	// without a Fence): its context ends there, and a call that ends at or
+	// after it is reported as fenced.
+	until time.Time
 	// guard abandons a lease at deadline + grace; nil for Do and unbounded
 	// leases.
 	guard *time.Timer
@@ -208,7 +213,7 @@ func (p *Pool[K, C]) begin(ctx context.Context, key K, dial DialedFn[K, C], c *c
 			return fmt.Errorf(msgFenced, p.name, key, ErrFenced)
 		}
 	}
-	c.p, c.key, c.e, c.ctx = p, key, e, ctx
+	c.p, c.key, c.e, c.ctx, c.until = p, key, e, ctx, until
 	if p.callTimeout > 0 {
 		callerDeadline, hasDeadline := ctx.Deadline()
 		// Real time, not the pool's clock: the bound is a context timer,
@@ -323,15 +328,37 @@ func (c *call[K, C]) end(err error) (error, bool) {
 
 // settle classifies a finished call's error with the call's context and
 // applies the policy.
+//
+// With a Fence, a call that ends at or after its fence is fenced: an error
+// wraps ErrFenced when the fence ended the context (not when the bound or
+// the caller ended it first: then the class stands, a hung client is
+// evicted), and a success is never reported as one (issue 36, item 9): a
+// body that ignored its context, or answered after its bound had fired
+// before the fence, may have written after another replica could lead,
+// and only the fence knows. Both count in finale_clientpool_fenced_total
+// and never evict. The clock is read when the call ends, so a success
+// whose answer came just before the fence and whose end is seen just
+// after it is reported as fenced too: the doubt is reported, not hidden.
 func (c *call[K, C]) settle(err error) error {
 	p := c.p
+	if p.fence != nil {
+		// Err reads the clock (fenceContext), so the cause is ErrFenced
+		// once the fence has passed, even before its real-time timer fires,
+		// unless the bound or the caller ended the context first.
+		_ = c.ctx.Err()
+		byFence := errors.Is(context.Cause(c.ctx), ErrFenced)
+		switch {
+		case err == nil && (byFence || !p.clock.Now().Before(c.until)):
+			p.m.fenced.Inc()
+			return fmt.Errorf(msgFencedLate, p.name, c.key, ErrFenced)
+		case err != nil && byFence:
+			p.m.fenced.Inc()
+			return fmt.Errorf("clientpool %s: %v: %w: %w", p.name, c.key, ErrFenced, err)
+		}
+	}
 	if err == nil {
 		p.m.callsOK.Inc()
 		return nil
-	}
-	if p.fence != nil && errors.Is(context.Cause(c.ctx), ErrFenced) {
-		p.m.fenced.Inc()
-		return fmt.Errorf("clientpool %s: %v: %w: %w", p.name, c.key, ErrFenced, err)
 	}
 	class := p.classifier.Classify(c.ctx, err)
 	p.m.call(class)

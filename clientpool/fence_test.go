@@ -316,3 +316,69 @@ func fenceDuringDial(t *testing.T, step, during time.Duration, call func(*client
 	}
 	return ran, err
 }
+
+// A call whose body returns nil at or after the fence (it ignored its
+// context, or its bound fired before the fence and it answered late) may
+// have written after another replica could lead: Do and Release report it
+// as fenced (ErrFenced, counted in finale_clientpool_fenced_total, the
+// client kept), never as success. Item 9 of issue 36: before, Do returned
+// nil.
+func TestFenceReportsALateSuccess(t *testing.T) {
+	cases := map[string]struct {
+		callTimeout time.Duration
+		// waitBound: the body waits for its context to end at the pool's
+		// bound (real time, before the fence) before it writes.
+		waitBound bool
+	}{
+		"context ignored, unbounded pool": {},
+		"context ignored, bounded pool":   {callTimeout: time.Hour},
+		// The grace after a 4s bound is 200ms: room for the body's return
+		// on a loaded machine, so that the call is not abandoned.
+		"the bound fired before the fence": {callTimeout: 4 * time.Second, waitBound: true},
+	}
+	for name, tc := range cases {
+		for _, via := range []string{"do", "lease"} {
+			t.Run(name+" "+via, func(t *testing.T) {
+				t.Parallel()
+				clk := clocktesting.NewFakeClock(fenceT0)
+				fence := &testFence{until: fenceT0.Add(time.Hour)}
+				f := &fakes{}
+				var pool string
+				p := fencedPool(t, f, fence, clk, func(o *clientpool.Options[string, *fakeClient]) {
+					o.CallTimeout, pool = tc.callTimeout, o.Name
+				})
+				body := func(ctx context.Context, _ *fakeClient) error {
+					if tc.waitBound {
+						<-ctx.Done()
+						if !errors.Is(context.Cause(ctx), errclass.ErrCallTimeout) {
+							return errors.New("the context ended otherwise than at the bound")
+						}
+					}
+					clk.Step(2 * time.Hour) // the fence passes; the write lands now
+					return nil
+				}
+				var err error
+				if via == "do" {
+					err = p.Do(t.Context(), "k", body)
+				} else {
+					err = leased(t.Context(), p, "k", body)
+				}
+				if !errors.Is(err, clientpool.ErrFenced) || errors.Is(err, errclass.ErrCallTimeout) {
+					t.Fatalf("%s = %v, want ErrFenced (not abandoned)", via, err)
+				}
+				if c := errclass.New(clientpool.ClassifyFenced).Classify(t.Context(), err); c != errclass.Canceled {
+					t.Errorf("ClassifyFenced gives %s, want Canceled", c)
+				}
+				got := map[string]float64{
+					"fenced":   metricValue(t, "finale_clientpool_fenced_total", pool),
+					"calls OK": metricValue(t, "finale_clientpool_calls_total", pool, "OK"),
+					"cached":   float64(p.Len()),
+				}
+				want := map[string]float64{"fenced": 1, "calls OK": 0, "cached": 1}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
