@@ -72,7 +72,10 @@ func (p *Pool[K, C]) DoWith(ctx context.Context, key K, dial DialedFn[K, C], fn 
 // bounded like a call: its Context ends at the bound, and a lease still
 // held a grace after it is abandoned by a guard, which counts it, applies
 // the policy to a Transport error and closes the client (unblocking code
-// stuck in it). Hold a lease for one call's worth of work: the pool cannot
+// stuck in it, when the client's Close interrupts its calls in flight).
+// Code run through Lease.Do is bounded whatever the client does; code
+// calling Client on the holder's goroutine is not (see the package's
+// Bounds). Hold a lease for one call's worth of work: the pool cannot
 // tell a lease held for other work from a client that does not answer.
 //
 // A Lease is used by one goroutine; its methods are safe on a nil Lease
@@ -80,6 +83,9 @@ func (p *Pool[K, C]) DoWith(ctx context.Context, key K, dial DialedFn[K, C], fn 
 type Lease[K comparable, C any] struct {
 	c        call[K, C]
 	released atomic.Bool
+	// gone is closed by the guard when it abandons the lease, which ends
+	// a Do waiting for its fn; nil for unbounded leases.
+	gone chan struct{}
 }
 
 // Acquire lends key's client, dialling it if needed:
@@ -104,7 +110,12 @@ func (p *Pool[K, C]) AcquireWith(ctx context.Context, key K, dial DialedFn[K, C]
 		return nil, err
 	}
 	if !l.c.deadline.IsZero() {
-		l.c.guard = time.AfterFunc(time.Until(l.c.deadline)+l.c.grace, func() { l.c.abandon() })
+		l.gone = make(chan struct{})
+		l.c.guard = time.AfterFunc(time.Until(l.c.deadline)+l.c.grace, func() {
+			if l.c.abandon() {
+				close(l.gone)
+			}
+		})
 	}
 	return l, nil
 }
@@ -116,6 +127,75 @@ func (l *Lease[K, C]) Client() C { return l.c.e.client }
 // the pool's bound (cause errclass.ErrCallTimeout) and at the Fence (cause
 // ErrFenced). Classification in Release reads it.
 func (l *Lease[K, C]) Context() context.Context { return l.c.ctx }
+
+// Do runs fn with the leased client, bounded as Pool.Do bounds a call:
+// with CallTimeout, fn runs on a goroutine of its own and Do returns by
+// the lease's bound and grace whatever fn and its client do. A fn still
+// running then is abandoned with the lease (counted once, the policy
+// applied to a Transport error, the client closed in the background): Do
+// returns an error wrapping errclass.ErrCallTimeout and
+// context.DeadlineExceeded, and Release reports the same. fn's context is
+// ctx (usually the lease's Context or one derived from it) ended also
+// when the lease's Context ends, with its cause. fn's error is returned
+// unchanged; Release classifies what the holder returns, as for any code
+// run under the lease. A panic in fn is re-raised in Do's caller, unless
+// fn was abandoned. Without CallTimeout fn runs on the caller's goroutine.
+//
+// Do is how a lease holder stays bounded with a client whose Close waits
+// for the call in flight (a connection serialised by a mutex): the guard
+// can close a client, not interrupt code running on the holder's
+// goroutine, so a call made with Client on that goroutine returns only
+// when the client lets it (see the package's Bounds).
+//
+// Do does not call fn, and returns an error, once the lease was released
+// (wrapping ErrClosed), abandoned (as above), or fenced (wrapping
+// ErrFenced, counted when the lease is released).
+func (l *Lease[K, C]) Do(ctx context.Context, fn func(ctx context.Context, c C) error) error {
+	c := &l.c
+	switch {
+	case l.released.Load():
+		return fmt.Errorf(msgLeaseReleased, c.p.name, c.key, ErrClosed)
+	case atomic.LoadInt32(&c.state) == callAbandoned:
+		return c.abandonedErr()
+	case c.p.fence != nil && !c.p.clock.Now().Before(c.until):
+		return fmt.Errorf(msgFenced, c.p.name, c.key, ErrFenced)
+	}
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
+	stop := context.AfterFunc(c.ctx, func() { cancel(context.Cause(c.ctx)) })
+	defer stop()
+	if c.deadline.IsZero() {
+		return fn(fctx, c.e.client)
+	}
+	// fn's own reference: the client is not closed as unused while fn may
+	// still be in it, even after the holder has released the lease.
+	c.p.hold(c.e)
+	done := make(chan outcome, 1) // buffered: an abandoned fn never blocks on it
+	go func() {
+		var o outcome
+		returned := false
+		defer func() {
+			if !returned {
+				o.panicked = recover()
+				o.exited = o.panicked == nil
+			}
+			// Released before the hand-off, so that when Do returns the
+			// holder's Release is the last use and closes an evicted
+			// client, as Do's own call does.
+			c.p.release(c.e)
+			done <- o
+		}()
+		o.err = fn(fctx, c.e.client)
+		returned = true
+	}()
+	select {
+	case o := <-done:
+		return c.result(o)
+	case <-l.gone:
+		// The guard abandoned the lease at its bound and grace.
+		return c.abandonedErr()
+	}
+}
 
 // Release ends the lease with the outcome of its calls, *errp (nil errp or
 // *errp means success), and may replace *errp as Do would have returned
@@ -160,6 +240,7 @@ const (
 	msgAbandoned      = "clientpool %s: %v: the call did not return within its bound of %v and %v more, and was abandoned: %w: %w"
 	msgLeaseAbandoned = "clientpool %s: %v: the lease was held past its bound of %v and %v more, and was abandoned: %w: %w (the holder then returned: %s)"
 	msgNoTime         = "clientpool %s: %v: the caller's deadline leaves no time for the call: %w"
+	msgLeaseReleased  = "clientpool %s: %v: Lease.Do after Release: %w"
 	msgFenced         = "clientpool %s: %v: %w"
 	msgFencedLate     = "clientpool %s: %v: the call returned at or after the fence, so what it wrote may have landed when another replica could lead: %w"
 )

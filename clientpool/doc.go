@@ -18,7 +18,8 @@
 //   - A Lease (Acquire) lends the client to code that passes it down
 //     through its own functions; Release(&err) applies exactly what Do
 //     applies to fn's error: the same classification, policy, metrics and
-//     fence. Do and leases mix freely on one pool.
+//     fence. Lease.Do runs one piece of that code bounded as Do runs fn
+//     (see Bounds). Do and leases mix freely on one pool.
 //   - A client leaves the pool (eviction, Evict, MaxAge, IdleTimeout, its
 //     NotAfter, Put over it, Close) exactly once, is never handed out
 //     after that, and is closed exactly once: when the last call still
@@ -61,7 +62,53 @@
 //     check came before the pause and whose write came after: a window of
 //     the few instructions between a client's context check and its socket
 //     write; nor a request by a client that ignores its context, until its
-//     bound abandons it and closes the client.
+//     bound abandons it and closes the client. What it does is never
+//     report such a request as a success: a call (Do's fn, a lease) that
+//     ends at or after its fence, read on the pool's clock when it ends,
+//     returns an error wrapping ErrFenced even when fn or the holder
+//     returned nil, counted in finale_clientpool_fenced_total, never
+//     evicting (issue 36, item 9). Its writes may have landed: the caller
+//     keeps what it would keep on a failure, and the replica that leads
+//     next observes and finishes.
+//
+// # Bounds
+//
+// With CallTimeout, these return by the call's bound and grace (at most
+// CallTimeout and a second more, less under a nearer caller deadline)
+// whatever the client does with the call, ignoring its context and
+// blocking its Close included, except for a Close of their own listed
+// below:
+//
+//   - Do and DoWith, once they have the client (a dial is bounded by
+//     DialTimeout and, for each waiting caller, by its own context);
+//   - Lease.Do, and so a lease holder whose code calls the client only
+//     inside Lease.Do;
+//   - Release of a lease the guard has abandoned: it neither waits for
+//     the call stuck in the client nor for the client's Close, which runs
+//     on a goroutine of its own.
+//
+// Not bounded by the pool:
+//
+//   - Code that calls the leased client (Client) on the holder's own
+//     goroutine. The guard abandons the lease at its bound and grace
+//     (counted, the policy applied, the client closed in the background),
+//     but it cannot interrupt that goroutine: the holder is freed only if
+//     the client returns when its context ends or when it is closed. A
+//     client whose Close waits for the call in flight (a connection
+//     serialised by a mutex, as examples/postgres's Conn; some SDKs'
+//     graceful close) holds the holder until the network heals or the
+//     kernel gives up on the connection (TestLeaseHolderCallIsNotBounded).
+//     Run such calls in Lease.Do (TestLeaseDoBoundsTheHolder).
+//   - fn or a Lease.Do body once abandoned: it runs on until its client
+//     lets it return (see Decisions).
+//   - The Close of a client that leaves the pool when no call is using
+//     it, which runs on the goroutine that retired it: Evict, Put, Sweep,
+//     Close, a call that finds its client expired, and the end of the
+//     last call on an evicted client (Do's fn, Release) when that call
+//     returned by itself. Close must not wait for the network for longer
+//     than the caller can afford (examples/postgres bounds its terminate
+//     message by 5 s).
+//   - Without CallTimeout, nothing: Do waits for fn.
 //
 // # Existing code: the lease
 //
@@ -80,6 +127,13 @@
 //
 // err must be the function's named result, so that the deferred Release
 // sees the outcome and can replace it (ErrFenced, an abandoned lease).
+// When the client's Close may wait for a call in flight, the calls go
+// through Lease.Do, which keeps the holder bounded (see Bounds):
+//
+//	return lease.Do(lease.Context(), func(ctx context.Context, c *sdk.Client) error {
+//		return deleteDeployment(ctx, c, obj.Name)
+//	})
+//
 // Helpers keep their signatures; they must not keep the client after
 // Release. Dial arguments the caller has at hand (a Secret it has just
 // read) go to AcquireWith or DoWith as a DialedFn closure, not as context
@@ -134,7 +188,9 @@
 // caller reads what fn wrote only when Do returned nil. A lease held past
 // its bound is abandoned the same way, so a lease must be held for one
 // call's worth of work: the pool cannot tell a lease held for other work
-// from a client that does not answer. After its guard has acted, Release
+// from a client that does not answer. The guard frees a holder blocked in
+// the client only by closing it; Lease.Do frees it whatever the client
+// does, as Do does, at the cost of a goroutine per call. After its guard has acted, Release
 // reports the abandonment (Transport), whatever the holder returned, so
 // that the caller sees what the pool counted.
 //
@@ -172,7 +228,9 @@
 // (Pool, Key, Err; Error, Unwrap), so callers tell a failed dial with
 // errors.As; Put, to seed a client in tests or hand one over; CloseFunc
 // (Close) for a close that returns nothing. Twenty-two exported
-// identifiers counting methods and fields; none existing changed.
+// identifiers counting methods and fields; none existing changed. Issue
+// 36 added one method, Lease.Do, for a holder that must stay bounded with
+// a client whose Close waits for the call in flight.
 //
 // # Threat model
 //

@@ -225,3 +225,37 @@ func Example_perCallCredentials() {
 		fmt.Println("cleanup failed, will retry:", err)
 	}
 }
+
+// A holder whose client's Close waits for the call in flight (a connection
+// serialised by a mutex) runs its calls through Lease.Do: the holder then
+// returns at the lease's bound whatever the client does, as Do's caller
+// does. The helper keeps its signature.
+func ExampleLease_Do() {
+	p, err := clientpool.New(clientpool.Options[string, *conn]{
+		Name: "example-lease-do",
+		Dial: clientpool.DialFn[string, *conn](func(context.Context, string) (*conn, error) {
+			return &conn{id: 2}, nil
+		}),
+		Close:       clientpool.CloseFunc[*conn](func(c *conn) { fmt.Println("closed client", c.id) }),
+		CallTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close()
+	cleanup := func(ctx context.Context, tenant, name string) (err error) {
+		lease, err := p.Acquire(ctx, tenant)
+		if err != nil {
+			return err
+		}
+		defer lease.Release(&err)
+		return lease.Do(lease.Context(), func(ctx context.Context, c *conn) error {
+			return deleteDeployment(ctx, c, name)
+		})
+	}
+	fmt.Println(" ->", status.Code(cleanup(context.Background(), "tenant-a", "worker-1")))
+	// Output:
+	// delete worker-1 on client 2
+	//  -> OK
+	// closed client 2
+}

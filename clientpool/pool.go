@@ -642,6 +642,14 @@ func (p *Pool[K, C]) abandon(key K, e *entry[C], evict bool) {
 	}
 }
 
+// hold takes one more reference on e, which its holder already has: a
+// Lease.Do's fn, which may outlive the lease.
+func (p *Pool[K, C]) hold(e *entry[C]) {
+	p.mu.Lock()
+	e.refs++
+	p.mu.Unlock()
+}
+
 func (p *Pool[K, C]) release(e *entry[C]) {
 	p.mu.Lock()
 	e.refs--

@@ -1,0 +1,295 @@
+package clientpool_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/finale-dev/finale/clientpool"
+	"github.com/finale-dev/finale/errclass"
+	"github.com/finale-dev/finale/faultinject"
+)
+
+// serialClient is a lineClient whose calls take turns on one connection
+// and whose Close waits for the call in flight, as a pgx.Conn behind a
+// mutex does (examples/postgres Conn) and as some gRPC and SDK clients'
+// graceful closes do: closing it does not end a stuck read.
+type serialClient struct {
+	mu sync.Mutex // held for a whole call, and by Close
+	*lineClient
+}
+
+func (c *serialClient) Call(req string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lineClient.Call(req)
+}
+
+// serialStack is a line server behind the fault proxy and a pool of
+// serialClients through it, bounded by callTimeout; the first client is
+// dialled and cached, then its connection frozen (requests swallowed
+// until Thaw: the network heals).
+type serialStack struct {
+	name    string
+	proxy   *faultinject.Proxy
+	clients *lineClients
+	pool    *clientpool.Pool[string, *serialClient]
+}
+
+func startSerialStack(t *testing.T, callTimeout time.Duration) *serialStack {
+	t.Helper()
+	srv := newLineServer(t)
+	proxy, err := faultinject.NewProxy(srv.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	s := &serialStack{name: uniqueName(t), proxy: proxy, clients: &lineClients{addr: proxy.Addr()}}
+	s.pool, err = clientpool.New(clientpool.Options[string, *serialClient]{
+		Name: s.name,
+		Dial: clientpool.DialFn[string, *serialClient](func(ctx context.Context, key string) (*serialClient, error) {
+			c, err := s.clients.Dial(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return &serialClient{lineClient: c}, nil
+		}),
+		Close: clientpool.CloseFn[*serialClient](func(c *serialClient) error {
+			c.mu.Lock() // waits for the call in flight
+			defer c.mu.Unlock()
+			return s.clients.Close(c.lineClient)
+		}),
+		CallTimeout: callTimeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.pool.Close() })
+	if err := s.pool.Do(t.Context(), "k", serialPing); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	if n := proxy.Freeze(); n != 1 {
+		t.Fatalf("froze %d connections, want the 1 cached", n)
+	}
+	return s
+}
+
+func serialPing(_ context.Context, c *serialClient) error {
+	got, err := c.Call("ping")
+	if err == nil && got != "pong ping\n" {
+		return errors.New("bad answer " + got)
+	}
+	return err
+}
+
+// TestLeaseDoBoundsTheHolder is item 8 of issue 36 on the real TCP path:
+// a lease holder whose client's Close waits for the call in flight, the
+// cached connection frozen. Lease.Do returns at the bound and grace, and
+// Release at once after it, while the call stays stuck in the client (the
+// guard's close waits for it) until the network heals; then the client is
+// closed once and the next lease dials afresh. Before (Lease.Do running
+// fn on the holder's goroutine, as code using Client does) the holder
+// returned only when the network healed.
+func TestLeaseDoBoundsTheHolder(t *testing.T) {
+	const bound = time.Second
+	s := startSerialStack(t, bound)
+	callReturned := make(chan error, 1)
+	type returned struct{ do, release error }
+	holder := make(chan returned, 1)
+	start := time.Now()
+	go func() {
+		var r returned
+		r.release = func() (err error) {
+			lease, err := s.pool.Acquire(t.Context(), "k")
+			if err != nil {
+				return err
+			}
+			defer lease.Release(&err)
+			r.do = lease.Do(lease.Context(), func(ctx context.Context, c *serialClient) error {
+				err := serialPing(ctx, c)
+				callReturned <- err
+				return err
+			})
+			return r.do
+		}()
+		holder <- r
+	}()
+	var r returned
+	select {
+	case r = <-holder:
+	case <-time.After(seedWait):
+		// Closing the proxy at cleanup ends the stuck call.
+		t.Fatalf("the lease holder was still blocked after %v: it waits for the network to heal", seedWait)
+	}
+	doErr, err := r.do, r.release
+	elapsed := time.Since(start)
+	for what, err := range map[string]error{"Lease.Do": doErr, "Release": err} {
+		if got := errclass.Of(t.Context(), err); got != errclass.Transport || !errors.Is(err, errclass.ErrCallTimeout) {
+			t.Errorf("%s = %v (class %s), want Transport wrapping errclass.ErrCallTimeout", what, err, got)
+		}
+	}
+	// The grace is a twentieth of the bound; a second of slack for a
+	// loaded machine.
+	if elapsed < bound || elapsed > bound+bound/20+time.Second {
+		t.Fatalf("the holder returned after %v, want the bound %v and a little", elapsed, bound)
+	}
+	select {
+	case err := <-callReturned:
+		t.Fatalf("the call returned (%v) on a frozen connection whose Close waits for it", err)
+	default:
+	}
+	// The network heals: the stuck call gets its answer, and only then
+	// can the guard's close (waiting for it) close the client.
+	s.proxy.Thaw()
+	if err := <-callReturned; err != nil {
+		t.Errorf("the abandoned call, once the network healed: %v", err)
+	}
+	waitFor(t, "the abandoned client closed", func() bool {
+		return metricValue(t, "finale_clientpool_closes_total", s.name, "success") == 1
+	})
+	if diff := cmp.Diff(map[int64]int32{1: 1}, s.clients.closes()); diff != "" {
+		t.Errorf("closes (-want +got):\n%s", diff)
+	}
+	lease, err := s.pool.Acquire(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = lease.Do(lease.Context(), serialPing)
+	lease.Release(&err)
+	if err != nil || lease.Client().id != 2 {
+		t.Fatalf("next lease: client %d, %v; want a fresh client 2 that works", lease.Client().id, err)
+	}
+	if got := metricValue(t, "finale_clientpool_abandoned_total", s.name); got != 1 {
+		t.Errorf("abandoned %v, want 1", got)
+	}
+}
+
+// TestLeaseHolderCallIsNotBounded pins down what the package documents as
+// not bounded: code that calls the leased client on the holder's own
+// goroutine, with a client whose Close waits for the call in flight. The
+// guard abandons the lease at its bound (counted, the client evicted, its
+// close started in the background), but nothing can interrupt the holder:
+// it returns when the network heals, and Release then reports the
+// abandonment at once.
+func TestLeaseHolderCallIsNotBounded(t *testing.T) {
+	s := startSerialStack(t, 200*time.Millisecond)
+	holderReturned := make(chan error, 1)
+	go func() {
+		holderReturned <- func() (err error) {
+			lease, err := s.pool.Acquire(t.Context(), "k")
+			if err != nil {
+				return err
+			}
+			defer lease.Release(&err)
+			return serialPing(lease.Context(), lease.Client())
+		}()
+	}()
+	waitFor(t, "the lease abandoned", func() bool {
+		return metricValue(t, "finale_clientpool_abandoned_total", s.name) == 1
+	})
+	if s.pool.Len() != 0 {
+		t.Error("the abandoned client is still cached")
+	}
+	select {
+	case err := <-holderReturned:
+		t.Fatalf("the holder returned (%v) before the network healed: the documented limit changed", err)
+	default:
+	}
+	s.proxy.Thaw()
+	err := <-holderReturned
+	if got := errclass.Of(t.Context(), err); got != errclass.Transport || !errors.Is(err, errclass.ErrCallTimeout) {
+		t.Errorf("Release = %v (class %s), want Transport wrapping errclass.ErrCallTimeout", err, got)
+	}
+	waitFor(t, "the abandoned client closed", func() bool {
+		return metricValue(t, "finale_clientpool_closes_total", s.name, "success") == 1
+	})
+}
+
+// TestLeaseDo: Lease.Do returns fn's error unchanged and re-raises its
+// panic; fn's context ends with the lease's (cause ErrCallTimeout at the
+// bound) even when the holder passes another context; and fn is not
+// called once the lease is released (ErrClosed) or its fence has passed
+// (ErrFenced, counted once, by Release).
+func TestLeaseDo(t *testing.T) {
+	errAnswer := errors.New("an answer")
+	t.Run("error unchanged, panic re-raised", func(t *testing.T) {
+		for _, bound := range []time.Duration{0, time.Hour} {
+			p := newFakePool(t, &fakes{}, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = bound })
+			lease, err := p.Acquire(t.Context(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Do(t.Context(), func(context.Context, *fakeClient) error { return errAnswer }); err != errAnswer {
+				t.Errorf("bound %v: Lease.Do = %v, want fn's error unchanged", bound, err)
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != "boom" {
+						t.Errorf("bound %v: recovered %v, want fn's panic", bound, r)
+					}
+				}()
+				_ = lease.Do(t.Context(), func(context.Context, *fakeClient) error { panic("boom") })
+			}()
+			lease.Release(nil)
+			err = lease.Do(t.Context(), func(context.Context, *fakeClient) error {
+				t.Errorf("bound %v: fn called after Release", bound)
+				return nil
+			})
+			if !errors.Is(err, clientpool.ErrClosed) {
+				t.Errorf("bound %v: Lease.Do after Release = %v, want ErrClosed", bound, err)
+			}
+		}
+	})
+	t.Run("context ends at the lease's bound", func(t *testing.T) {
+		// A 5s bound: its grace (250ms) leaves a loaded machine time to
+		// run fn's return, so that the lease is not abandoned.
+		p := newFakePool(t, &fakes{}, func(o *clientpool.Options[string, *fakeClient]) { o.CallTimeout = 5 * time.Second })
+		err := leased(t.Context(), p, "k", func(_ context.Context, _ *fakeClient) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := p.Acquire(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = lease.Do(t.Context(), func(ctx context.Context, _ *fakeClient) error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		lease.Release(&err)
+		if !errors.Is(err, errclass.ErrCallTimeout) {
+			t.Errorf("fn's context ended with %v, want the lease's bound (ErrCallTimeout)", err)
+		}
+	})
+	t.Run("fenced", func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(fenceT0)
+		var pool string
+		p := fencedPool(t, &fakes{}, &testFence{until: fenceT0.Add(time.Second)}, clk, func(o *clientpool.Options[string, *fakeClient]) {
+			o.CallTimeout, pool = time.Hour, o.Name
+		})
+		lease, err := p.Acquire(t.Context(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(2 * time.Second)
+		err = lease.Do(lease.Context(), func(context.Context, *fakeClient) error {
+			t.Error("fn called past the fence")
+			return nil
+		})
+		if !errors.Is(err, clientpool.ErrFenced) {
+			t.Errorf("Lease.Do past the fence = %v, want ErrFenced", err)
+		}
+		lease.Release(&err)
+		if !errors.Is(err, clientpool.ErrFenced) {
+			t.Errorf("Release = %v, want ErrFenced", err)
+		}
+		if got := metricValue(t, "finale_clientpool_fenced_total", pool); got != 1 {
+			t.Errorf("fenced %v, want 1", got)
+		}
+	})
+}
