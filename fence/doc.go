@@ -51,5 +51,10 @@
 //   - Clocks whose rates differ by more than the margin allows over one
 //     lease duration (a fifth by default, far beyond real clock drift).
 //   - A call already sent when the fence passes: the service may still run
-//     it. The margin covers its flight; a fence cannot recall it.
+//     it. The margin covers its flight; a fence cannot recall it. The pool
+//     never reports such a call as a success: one that returns at or after
+//     the fence, nil included, returns an error wrapping
+//     clientpool.ErrFenced and counts in finale_clientpool_fenced_total,
+//     so that the caller keeps what it keeps on a failure and the replica
+//     that leads next observes what landed.
 package fence
