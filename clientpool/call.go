@@ -467,9 +467,12 @@ func (c *call[K, C]) abandon() bool {
 	return true
 }
 
-// finish drops the call's reference and stops its timers.
+// finish drops the call's reference and stops its timers. A close it
+// makes (the call was the last on an evicted client) is waited for only
+// until the call's bound and grace, so that a Close that waits for the
+// network cannot hold Do's caller or a Release past the bound.
 func (c *call[K, C]) finish() {
-	c.p.release(c.e)
+	c.p.releaseBy(c.e, c.deadline.Add(c.grace))
 	if c.stopFence != nil {
 		c.stopFence()
 	}

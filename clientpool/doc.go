@@ -75,17 +75,22 @@
 //
 // With CallTimeout, these return by the call's bound and grace (at most
 // CallTimeout and a second more, less under a nearer caller deadline)
-// whatever the client does with the call, ignoring its context and
-// blocking its Close included, except for a Close of their own listed
-// below:
+// whatever the client does, ignoring its context and a Close that waits
+// for the call in flight or for the network included:
 //
 //   - Do and DoWith, once they have the client (a dial is bounded by
 //     DialTimeout and, for each waiting caller, by its own context);
 //   - Lease.Do, and so a lease holder whose code calls the client only
-//     inside Lease.Do;
+//     inside Lease.Do, and its Release;
 //   - Release of a lease the guard has abandoned: it neither waits for
 //     the call stuck in the client nor for the client's Close, which runs
 //     on a goroutine of its own.
+//
+// When the call was the last use of a client its error evicted, Do and
+// Release close the client, and wait for that Close only until the
+// bound and grace; a slower Close goes on on its own goroutine, counted
+// in finale_clientpool_closes_total when it ends
+// (TestCloseOfTheLastCallIsBounded).
 //
 // Not bounded by the pool:
 //
@@ -101,13 +106,11 @@
 //     Run such calls in Lease.Do (TestLeaseDoBoundsTheHolder).
 //   - fn or a Lease.Do body once abandoned: it runs on until its client
 //     lets it return (see Decisions).
-//   - The Close of a client that leaves the pool when no call is using
-//     it, which runs on the goroutine that retired it: Evict, Put, Sweep,
-//     Close, a call that finds its client expired, and the end of the
-//     last call on an evicted client (Do's fn, Release) when that call
-//     returned by itself. Close must not wait for the network for longer
-//     than the caller can afford (examples/postgres bounds its terminate
-//     message by 5 s).
+//   - The Close of an unused client, which runs on the goroutine that
+//     retired it: Evict, Put, Sweep, Pool.Close, and a call that finds
+//     its client expired (before its bound starts). Close must not wait
+//     for the network longer than such a caller can afford
+//     (examples/postgres bounds its terminate message by 5 s).
 //   - Without CallTimeout, nothing: Do waits for fn.
 //
 // # Existing code: the lease

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/finale-dev/finale/clientpool"
@@ -292,4 +294,76 @@ func TestLeaseDo(t *testing.T) {
 			t.Errorf("fenced %v, want 1", got)
 		}
 	})
+}
+
+// TestCloseOfTheLastCallIsBounded: a bounded call that returns by itself
+// with an error that evicts, the last use of its client, closes it; a
+// Close that waits for the network (here: until the test lets it) no
+// longer holds Do's caller or the lease holder's Release past the call's
+// bound and grace. The close goes on and is counted once it ends. Before,
+// Do and Release waited for Close.
+func TestCloseOfTheLastCallIsBounded(t *testing.T) {
+	const bound = time.Second
+	unavailable := status.Error(codes.Unavailable, "connection lost")
+	for _, via := range []string{"do", "lease", "lease.Do"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			f := &fakes{}
+			letClose := make(chan struct{})
+			var pool string
+			p := newFakePool(t, f, func(o *clientpool.Options[string, *fakeClient]) {
+				o.CallTimeout, pool = bound, o.Name
+				o.Close = clientpool.CloseFn[*fakeClient](func(c *fakeClient) error {
+					<-letClose // a Close that waits for the network
+					return f.Close(c)
+				})
+			})
+			t.Cleanup(func() {
+				select {
+				case <-letClose:
+				default:
+					close(letClose)
+				}
+			})
+			body := func(context.Context, *fakeClient) error { return unavailable }
+			returned := make(chan error, 1)
+			start := time.Now()
+			go func() {
+				switch via {
+				case "do":
+					returned <- p.Do(t.Context(), "k", body)
+				case "lease":
+					returned <- leased(t.Context(), p, "k", body)
+				default:
+					returned <- func() (err error) {
+						lease, err := p.Acquire(t.Context(), "k")
+						if err != nil {
+							return err
+						}
+						defer lease.Release(&err)
+						return lease.Do(lease.Context(), body)
+					}()
+				}
+			}()
+			var err error
+			select {
+			case err = <-returned:
+			case <-time.After(bound + 10*time.Second):
+				t.Fatalf("%s still blocked in Close %v after the call ended", via, time.Since(start))
+			}
+			if elapsed := time.Since(start); elapsed > bound+bound/20+time.Second {
+				t.Errorf("%s returned after %v, want within the bound %v and a little", via, elapsed, bound)
+			}
+			if !errors.Is(err, unavailable) {
+				t.Errorf("%s = %v, want the call's own error", via, err)
+			}
+			close(letClose)
+			waitFor(t, "the close counted", func() bool {
+				return metricValue(t, "finale_clientpool_closes_total", pool, "success") == 1
+			})
+			if diff := cmp.Diff(map[int64]int32{1: 1}, f.closes()); diff != "" {
+				t.Errorf("closes (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -650,7 +650,13 @@ func (p *Pool[K, C]) hold(e *entry[C]) {
 	p.mu.Unlock()
 }
 
-func (p *Pool[K, C]) release(e *entry[C]) {
+func (p *Pool[K, C]) release(e *entry[C]) { p.releaseBy(e, time.Time{}) }
+
+// releaseBy drops a reference on e and closes it when it was the last on
+// a retired client. With by set (a bounded call's bound and grace), the
+// close is waited for only until by, then goes on on its own goroutine,
+// counted in closes_total when it ends; with by zero it runs here.
+func (p *Pool[K, C]) releaseBy(e *entry[C], by time.Time) {
 	p.mu.Lock()
 	e.refs--
 	closeNow := e.retired && e.refs == 0 && !e.closed
@@ -658,8 +664,23 @@ func (p *Pool[K, C]) release(e *entry[C]) {
 		e.closed = true
 	}
 	p.mu.Unlock()
-	if closeNow {
+	if !closeNow {
+		return
+	}
+	if by.IsZero() {
 		_ = p.closeClient(e.client) // counted in closes_total; a late close has no caller to tell
+		return
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = p.closeClient(e.client) // counted in closes_total; a late close has no caller to tell
+	}()
+	t := time.NewTimer(time.Until(by))
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
 	}
 }
 
