@@ -435,6 +435,11 @@ func (c *call[K, C]) settle(err error) error {
 		case err != nil && byFence:
 			p.m.fenced.Inc()
 			return fmt.Errorf("clientpool %s: %v: %w: %w", p.name, c.key, ErrFenced, err)
+		case errors.Is(err, ErrFenced):
+			// Lease.Do refused past the fence after the bound had ended
+			// the context: fenced, not a verdict on the client.
+			p.m.fenced.Inc()
+			return err
 		}
 	}
 	if err == nil {

@@ -3,6 +3,7 @@ package clientpool_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -268,32 +269,45 @@ func TestLeaseDo(t *testing.T) {
 			t.Errorf("fn's context ended with %v, want the lease's bound (ErrCallTimeout)", err)
 		}
 	})
-	t.Run("fenced", func(t *testing.T) {
-		clk := clocktesting.NewFakeClock(fenceT0)
-		var pool string
-		p := fencedPool(t, &fakes{}, &testFence{until: fenceT0.Add(time.Second)}, clk, func(o *clientpool.Options[string, *fakeClient]) {
-			o.CallTimeout, pool = time.Hour, o.Name
+	// Refused past the fence, counted once, by Release, also when the
+	// caller had ended the lease's context before the fence passed (the
+	// context's cause is then not ErrFenced).
+	for _, callerFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fenced, caller ended first %v", callerFirst), func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(fenceT0)
+			var pool string
+			p := fencedPool(t, &fakes{}, &testFence{until: fenceT0.Add(time.Second)}, clk, func(o *clientpool.Options[string, *fakeClient]) {
+				o.CallTimeout, pool = time.Hour, o.Name
+			})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			lease, err := p.Acquire(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if callerFirst {
+				cancel()
+			}
+			clk.Step(2 * time.Second)
+			err = lease.Do(lease.Context(), func(context.Context, *fakeClient) error {
+				t.Error("fn called past the fence")
+				return nil
+			})
+			if !errors.Is(err, clientpool.ErrFenced) {
+				t.Errorf("Lease.Do past the fence = %v, want ErrFenced", err)
+			}
+			lease.Release(&err)
+			if !errors.Is(err, clientpool.ErrFenced) {
+				t.Errorf("Release = %v, want ErrFenced", err)
+			}
+			if got := metricValue(t, "finale_clientpool_fenced_total", pool); got != 1 {
+				t.Errorf("fenced %v, want 1", got)
+			}
+			if p.Len() != 1 {
+				t.Error("a fenced lease evicted its client")
+			}
 		})
-		lease, err := p.Acquire(t.Context(), "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		clk.Step(2 * time.Second)
-		err = lease.Do(lease.Context(), func(context.Context, *fakeClient) error {
-			t.Error("fn called past the fence")
-			return nil
-		})
-		if !errors.Is(err, clientpool.ErrFenced) {
-			t.Errorf("Lease.Do past the fence = %v, want ErrFenced", err)
-		}
-		lease.Release(&err)
-		if !errors.Is(err, clientpool.ErrFenced) {
-			t.Errorf("Release = %v, want ErrFenced", err)
-		}
-		if got := metricValue(t, "finale_clientpool_fenced_total", pool); got != 1 {
-			t.Errorf("fenced %v, want 1", got)
-		}
-	})
+	}
 }
 
 // TestCloseOfTheLastCallIsBounded: a bounded call that returns by itself
