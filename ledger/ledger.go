@@ -41,7 +41,9 @@ func (f TargetFuncs) Delete(ctx context.Context, id, tag string) error {
 }
 
 // CreateFunc creates the owner's external resources, putting tag on each, and
-// returns their IDs. It is called only after the record is durably written.
+// returns their IDs. It is called only after the record is durably written,
+// with a context bounded by Options.CreateTimeout. An error it wraps with
+// ErrNotSent says the create never reached the service.
 type CreateFunc func(ctx context.Context, tag string) ([]string, error)
 
 // Options tune a Ledger. Key is required.
@@ -57,6 +59,20 @@ type Options struct {
 	// last wrote them (see Ledger); zero is DefaultRemember, negative
 	// keeps none.
 	Remember int
+	// CreateTimeout bounds each create Create calls, counted from the
+	// attempt time written into the record before it (a slow record write
+	// leaves the create less time, never more); zero is
+	// DefaultCreateTimeout.
+	CreateTimeout time.Duration
+	// CreateLanding is how long after its deadline the service may still
+	// complete a create its client abandoned: the service's own bound on a
+	// request nobody waits for (a statement or lock timeout, a server-side
+	// cancel). Zero is DefaultCreateLanding. An attempt whose outcome is
+	// unknown is in doubt for CreateTimeout plus CreateLanding
+	// (ErrCreateInDoubt); a service that bounds nothing cannot be given a
+	// safe value, and a create of such a service that lands later still
+	// leaks.
+	CreateLanding time.Duration
 }
 
 // DefaultRemember is Options.Remember when unset: at a few hundred bytes a
@@ -81,8 +97,14 @@ type Ledger struct {
 	class    *errclass.Classifier
 	remember int
 
-	mu  sync.Mutex // guards mem
+	createTimeout, createLanding time.Duration
+
+	mu  sync.Mutex // guards mem, settled and settledPrune
 	mem map[types.UID]*Record
+	// settled maps an owner to its last create attempt whose outcome this
+	// ledger saw (see inDoubt).
+	settled      map[types.UID]time.Time
+	settledPrune int
 }
 
 // conflictRetries bounds the read-modify-write loops: a record has one writer
@@ -108,7 +130,20 @@ func New(store Store, opts Options) (*Ledger, error) {
 	if opts.Remember == 0 {
 		opts.Remember = DefaultRemember
 	}
-	return &Ledger{store: store, key: opts.Key, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember, mem: map[types.UID]*Record{}}, nil
+	if opts.CreateTimeout < 0 || opts.CreateLanding < 0 {
+		return nil, fmt.Errorf("ledger: New: Options.CreateTimeout (%s) and CreateLanding (%s) must not be negative", opts.CreateTimeout, opts.CreateLanding)
+	}
+	if opts.CreateTimeout == 0 {
+		opts.CreateTimeout = DefaultCreateTimeout
+	}
+	if opts.CreateLanding == 0 {
+		opts.CreateLanding = DefaultCreateLanding
+	}
+	return &Ledger{
+		store: store, key: opts.Key, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember,
+		createTimeout: opts.CreateTimeout, createLanding: opts.CreateLanding,
+		mem: map[types.UID]*Record{}, settled: map[types.UID]time.Time{}, settledPrune: minSettledPrune,
+	}, nil
 }
 
 // Store returns the ledger's store.
@@ -381,7 +416,11 @@ func (p Plan) apply(r *Record) bool {
 // An existing record of another deployment stops it with ErrNotProven: what
 // the owner created there must be cleaned up through that deployment first.
 // When create fails its error is returned and the record stays, so the
-// sweeper can resolve the attempt by tag if the owner goes away.
+// sweeper can resolve the attempt by tag if the owner goes away. While an
+// earlier attempt whose outcome this ledger did not see may still complete
+// in the service (Options.CreateLanding) and nothing carries the tag yet,
+// Create calls nothing and returns an *InDoubtError: the retry waits, so
+// it never makes a second resource.
 func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateFunc) (*Record, error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -403,6 +442,13 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 		}
 		if err := l.proves(r, q, a); err != nil {
 			return false, err
+		}
+		if len(a.Tagged) == 0 {
+			// Nothing carries the tag: an earlier attempt still running in
+			// the service would make a second resource beside this one's.
+			if err := l.inDoubt(r); err != nil {
+				return false, err
+			}
 		}
 		p.apply(r)
 		// A replica whose clock is behind the last attempt's never moves it
@@ -428,14 +474,18 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrNotProven) || errors.Is(err, ErrInvalidRecord) {
+		if errors.Is(err, ErrNotProven) || errors.Is(err, ErrInvalidRecord) || errors.Is(err, ErrCreateInDoubt) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", ErrRecordWrite, err)
 	}
 	ids := a.Tagged
 	if len(ids) == 0 {
-		if ids, err = create(ctx, rec.Tag); err != nil {
+		ids, err = l.create(ctx, rec, create)
+		if l.answered(ctx, err) {
+			l.settle(p.Owner.UID, rec.LastCreateAttempt)
+		}
+		if err != nil {
 			// Keep whatever IDs a partial create returned; the tag covers
 			// the rest. The create's error is what the caller needs.
 			if ids = slices.DeleteFunc(ids, func(s string) bool { return s == "" }); len(ids) > 0 {
@@ -447,6 +497,18 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 		}
 	}
 	return l.record(ctx, rec, p.Owner.UID, ids, time.Time{})
+}
+
+// create calls create for rec, bounded by the create timeout counted from
+// rec's attempt time.
+func (l *Ledger) create(ctx context.Context, rec *Record, create CreateFunc) ([]string, error) {
+	left := l.createTimeout - l.clock.Since(rec.LastCreateAttempt)
+	if left <= 0 {
+		return nil, fmt.Errorf("%w: the record write took longer than the create timeout (%s)", ErrNotSent, l.createTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	return create(ctx, rec.Tag)
 }
 
 // Observe records ids seen in the deployment conn reaches, for an owner whose
@@ -752,6 +814,11 @@ type CleanupResult struct {
 //     answer computed with the deployment's token can say "gone";
 //  4. the record is removed only if nobody changed it meanwhile.
 //
+// While the last create attempt may still complete in the service and
+// nothing carries the tag, it deletes nothing and returns an
+// *InDoubtError: removing the record then would let the create land with
+// nothing left that names it.
+//
 // A missing record is (CleanupResult{}, nil); an invalid or unauthenticated
 // one is an error wrapping ErrInvalidRecord and is left alone.
 func (l *Ledger) Cleanup(ctx context.Context, uid types.UID, t Target) (CleanupResult, error) {
@@ -782,6 +849,13 @@ func (l *Ledger) cleanup(ctx context.Context, r *Record, t Target) (CleanupResul
 	}
 	if err := l.proves(r, q, a); err != nil {
 		return res, fmt.Errorf("before deleting: %w", err)
+	}
+	if len(a.Tagged) == 0 {
+		// A create still running in the service would land after the
+		// record is gone, with nothing left that names it.
+		if err := l.inDoubt(r); err != nil {
+			return res, err
+		}
 	}
 	ids := slices.Clone(r.ExternalIDs)
 	for _, id := range a.Tagged {

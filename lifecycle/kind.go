@@ -127,6 +127,15 @@ type Kind[O, P client.Object, K comparable, C any] struct {
 	// own; nil is every parent in the records namespace, where tenants
 	// cannot create any. Return none to use only a record's own.
 	Designated Designated
+	// CreateLanding is how long after a create's call timeout the service
+	// may still complete the create its client abandoned: the service's own
+	// bound on a request nobody waits for (a statement or lock timeout, a
+	// server-side cancel). For the call timeout plus this long after an
+	// attempt whose outcome is unknown, the reconciler neither creates
+	// again nor removes the record (ledger.Options.CreateLanding). Zero is
+	// the call timeout, for a service that says nothing; one that bounds
+	// nothing at all can still complete a create later than any value.
+	CreateLanding time.Duration
 }
 
 // Sibling is a further kind for Setup on the same parent kind P and pool:

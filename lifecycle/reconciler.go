@@ -338,6 +338,13 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 			created, err = r.create(ctx, x, obj, conn, tag)
 			return err
 		}
+		if len(obs.IDs) > 1 {
+			kept, err := r.duplicates(ctx, x, obj, obs.IDs, tag)
+			if err != nil {
+				return err
+			}
+			obs.IDs = []string{kept}
+		}
 		ready := st.get(ConditionReady)
 		if !isTrue(ready) && from == nil {
 			adopted = obs.IDs[0]
@@ -380,6 +387,41 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	st.synced(true, ReasonReconcileSuccess, MessageSynced)
 	st.ready(true, ReasonAvailable, MessageAvailable)
 	return reconcile.Result{}, nil
+}
+
+// duplicates resolves two or more resources carrying obj's tag, which only
+// a create that completed after its retry makes (a retry waits while an
+// attempt is in doubt, so a service that keeps its landing bound never
+// does): the one in the cleanup record is the one the object uses, its
+// create having returned it, and every other is deleted by exact ID and
+// tag. When the record does not name exactly one of them nothing says which
+// is in use: reported to the user, nothing deleted.
+func (r *Reconciler[O, K, C]) duplicates(ctx context.Context, x remote[O, K, C], obj O, ids []string, tag string) (string, error) {
+	var recorded []string
+	if r.o.Ledger != nil {
+		rec, err := r.o.Ledger.Get(ctx, obj.GetUID())
+		if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+			return "", err
+		}
+		if rec != nil {
+			recorded = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !slices.Contains(rec.ExternalIDs, id) })
+		}
+	}
+	if len(recorded) != 1 {
+		return "", &NeedsAction{Reason: ReasonDuplicates, Action: fmt.Sprintf(MessageDuplicates, ids)}
+	}
+	kept := recorded[0]
+	for _, id := range ids {
+		if id == kept {
+			continue
+		}
+		if err := x.Delete(ctx, id, tag); err != nil && r.class(ctx, err) != errclass.NotFound {
+			return "", fmt.Errorf("lifecycle: delete duplicate %s of %s: %w", id, r.owner(obj), err)
+		}
+		logf.FromContext(ctx).Info("deleted a duplicate external resource", "deleted", id, "kept", kept, "owner", r.owner(obj).String())
+		r.event(obj, corev1.EventTypeWarning, ReasonDuplicateDeleted, ActionReconcile, MessageDuplicateDeleted, id, kept)
+	}
+	return kept, nil
 }
 
 // plan is what obj's record must say besides what the deployment reports.
@@ -772,6 +814,7 @@ func (r *Reconciler[O, K, C]) done(ctx context.Context, obj O) {
 // controller_runtime_reconcile_errors_total and logs it with the details).
 func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], err error, reason, msg string) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
+	var doubt *ledger.InDoubtError
 	switch na, ok := asNeedsAction(err); {
 	case ok:
 		st.synced(false, na.Reason, MessageNeedsAction, needsActionMessage(na))
@@ -785,6 +828,13 @@ func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], e
 		st.synced(false, ReasonNotProven, MessageNotProven)
 	case errors.Is(err, ledger.ErrRecordWrite):
 		st.synced(false, ReasonRecordFailed, MessageRecordFailed, r.class(ctx, err))
+	case errors.As(err, &doubt):
+		// A wait with a known end, not a failure: looked at again when it
+		// ends, not with the workqueue's backoff.
+		left := doubt.RetryAfter(r.o.Clock.Now())
+		st.synced(false, ReasonCreateInDoubt, MessageCreateInDoubt, left.Round(time.Second))
+		log.Info("create in doubt: waiting until it can no longer complete", "until", doubt.Until)
+		return reconcile.Result{RequeueAfter: left}, nil
 	default:
 		st.synced(false, reason, msg, r.class(ctx, err))
 	}

@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,14 +63,32 @@ func (x remote[O, K, C]) observe(ctx context.Context, obj O, tag string) (Observ
 	return obs, nil
 }
 
+// Body states of a create (remote.create).
+const (
+	createWaiting int32 = iota
+	createSent
+	createWithdrawn
+)
+
+// create creates through the pool. An error from a call whose body never
+// ran (no client could be dialled) wraps ledger.ErrNotSent, and the body is
+// withdrawn first, so that one the pool abandoned before it started cannot
+// start later: the ledger then waits for no landing.
 func (x remote[O, K, C]) create(ctx context.Context, obj O, tag string) (string, error) {
 	var id string
+	var state atomic.Int32
 	err := x.do(ctx, func(ctx context.Context, c C) error {
+		if !state.CompareAndSwap(createWaiting, createSent) {
+			return ledger.ErrNotSent
+		}
 		var err error
 		id, err = x.r.adapter.Create(ctx, c, obj, tag)
 		return err
 	})
 	if err != nil {
+		if state.CompareAndSwap(createWaiting, createWithdrawn) {
+			return "", fmt.Errorf("%w: %w", ledger.ErrNotSent, err)
+		}
 		return "", err
 	}
 	return id, nil

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -46,6 +47,7 @@ type shared[P client.Object, K comparable, C any] struct {
 	checkInterval    time.Duration
 	sweepOptions     sweep.Options
 	designated       Designated
+	createLanding    time.Duration
 }
 
 func (k Kind[O, P, K, C]) shared() shared[P, K, C] {
@@ -53,7 +55,7 @@ func (k Kind[O, P, K, C]) shared() shared[P, K, C] {
 		dial: k.Dial, poolOptions: k.PoolOptions, pool: k.Pool, secretName: k.SecretName, classifier: k.Classifier,
 		clock: k.Clock, recordsNamespace: k.RecordsNamespace, keySecret: k.KeySecret, eventSource: k.EventSource,
 		watchNamespaces: k.WatchNamespaces, holdOptions: k.HoldOptions, watchdogOptions: k.WatchdogOptions, checkInterval: k.CheckInterval,
-		sweepOptions: k.SweepOptions, designated: k.Designated,
+		sweepOptions: k.SweepOptions, designated: k.Designated, createLanding: k.CreateLanding,
 	}
 }
 
@@ -65,6 +67,7 @@ func (s shared[P, K, C]) set() []string {
 		"RecordsNamespace": s.recordsNamespace != "", "KeySecret": s.keySecret != "", "EventSource": s.eventSource != "",
 		"WatchNamespaces": s.watchNamespaces, "HoldOptions": !isZero(s.holdOptions), "WatchdogOptions": !isZero(s.watchdogOptions),
 		"CheckInterval": s.checkInterval != 0, "SweepOptions": !isZero(s.sweepOptions), "Designated": s.designated != nil,
+		"CreateLanding": s.createLanding != 0,
 	})
 }
 
@@ -255,6 +258,8 @@ func (w *wiring[P, K, C]) check() error {
 		return fmt.Errorf("%w: Kind.Classifier differs from the classifier Kind.Pool evicts with: leave Kind.Classifier nil (the pool's is then used everywhere), or build the pool with it", ErrConfig)
 	case s.checkInterval < 0:
 		return fmt.Errorf("%w: Kind.CheckInterval %s is negative; zero is watchdog.DefaultCheckInterval", ErrConfig, s.checkInterval)
+	case s.createLanding < 0:
+		return fmt.Errorf("%w: Kind.CreateLanding %s is negative; zero is the call timeout", ErrConfig, s.createLanding)
 	}
 	if err := s.watchdogOptions.Validate(); err != nil {
 		return fmt.Errorf("%w: Kind.WatchdogOptions: %w", ErrConfig, err)
@@ -329,6 +334,16 @@ func (w *wiring[P, K, C]) check() error {
 	return nil
 }
 
+// createBounds are a create's call timeout and the service's landing bound
+// after it (Kind.CreateLanding, the call timeout when unset).
+func (w *wiring[P, K, C]) createBounds() (call, landing time.Duration) {
+	call = cmp.Or(w.s.poolOptions.CallTimeout, DefaultCallTimeout)
+	if w.s.pool != nil {
+		call = w.s.pool.CallTimeout()
+	}
+	return call, cmp.Or(w.s.createLanding, call)
+}
+
 // effectiveClassifier is the classifier the pool will evict with.
 func (w *wiring[P, K, C]) effectiveClassifier() *errclass.Classifier {
 	switch {
@@ -352,7 +367,8 @@ func (w *wiring[P, K, C]) build(ctx context.Context) (*Parts[K, C], error) {
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: the operator key: %w", err)
 		}
-		if w.parts.Ledger, err = ledger.New(w.store, ledger.Options{Key: key, Clock: w.clock, Classifier: w.classifier}); err != nil {
+		call, landing := w.createBounds()
+		if w.parts.Ledger, err = ledger.New(w.store, ledger.Options{Key: key, Clock: w.clock, Classifier: w.classifier, CreateTimeout: call, CreateLanding: landing}); err != nil {
 			return nil, fmt.Errorf("lifecycle: %w", err)
 		}
 	}

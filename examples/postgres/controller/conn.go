@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -240,7 +241,7 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 			if err := failed.get(k); err != nil {
 				return nil, err
 			}
-			c, err := dial(ctx, r, k, o.Statements, o.ConnectTimeout, o.Classifier)
+			c, err := dial(ctx, r, k, o.Statements, o.ConnectTimeout, StatementTimeout(o.CallTimeout), o.Classifier)
 			failed.put(k, err, err != nil && o.Classifier.Classify(ctx, err) == errclass.Transport)
 			return c, err
 		}),
@@ -253,8 +254,31 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	if o.Naive {
 		opts.Policy = clientpool.NeverEvict
 		opts.CallTimeout = 0
+		o.CallTimeout = 0 // and no bound on the server's side either
 	}
 	return clientpool.New(opts)
+}
+
+// StatementTimeout is the server-side bound (statement_timeout and
+// lock_timeout) on every statement of a pool whose calls are bounded by
+// callTimeout: below it, so that the server gives up on a statement before
+// its client does; zero for unbounded calls.
+func StatementTimeout(callTimeout time.Duration) time.Duration { return callTimeout * 4 / 5 }
+
+// CreateLanding is how long after a create call's timeout PostgreSQL may
+// still complete the create (lifecycle.Kind.CreateLanding): the statement
+// timeout, and a second for the commit's flush. Every statement a create
+// sends reaches the server before the call's deadline, so it ends within
+// the statement timeout after it, with one exception that waits on no one:
+// a role's COMMENT, sent in one query with its CREATE ROLE, acts on a role
+// no other session can see until that query commits. What this cannot
+// bound is a network path that holds a statement back and delivers it
+// later than that.
+func CreateLanding(callTimeout time.Duration) time.Duration {
+	if callTimeout <= 0 {
+		return 0
+	}
+	return StatementTimeout(callTimeout) + time.Second
 }
 
 // recentFailures remembers each connection's last Transport dial failure
@@ -305,7 +329,7 @@ func (f *recentFailures) put(k Key, err error, remember bool) {
 	f.last[k] = recentFailure{err: err, at: now}
 }
 
-func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error), timeout time.Duration, cl *errclass.Classifier) (*Conn, error) {
+func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context, string, error), timeout, stmt time.Duration, cl *errclass.Classifier) (*Conn, error) {
 	var s corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Secret}, &s); err != nil {
 		return nil, fmt.Errorf("read credential Secret %s/%s: %w", k.Namespace, k.Secret, err)
@@ -342,6 +366,21 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		}
 	}
 	cfg.ConnectTimeout = timeout
+	if stmt > 0 {
+		// The pool abandons a call at its timeout, and pgx then only closes
+		// the socket, which a backend waiting on a lock does not notice: a
+		// CREATE ROLE blocked on a lock committed seconds after its client
+		// was gone, and its role had no cleanup record any more. The cancel
+		// request ends such a statement at once where the network lets it
+		// through; the statement and lock timeouts end it whatever the
+		// network does, which is what CreateLanding counts on.
+		ms := strconv.FormatInt(stmt.Milliseconds(), 10)
+		cfg.RuntimeParams["statement_timeout"] = ms
+		cfg.RuntimeParams["lock_timeout"] = ms
+		cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+		}
+	}
 	start := time.Now()
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -201,6 +201,8 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		HoldOptions:  hold.Config{Timeout: o.HoldTimeout},
 		SweepOptions: sweep.Options{Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval},
 		Designated:   designated(mgr.GetClient(), records, o.SweepServers),
+		// Zero for the naive build's unbounded calls: lifecycle's default.
+		CreateLanding: CreateLanding(pool.CallTimeout()),
 	}, lifecycle.Kind[*v1alpha1.Database, *v1alpha1.Server, Key, *Conn]{
 		Adapter:    databaseAdapter{servers: srvs},
 		ParentName: func(d *v1alpha1.Database) string { return d.Spec.ServerRef.Name },

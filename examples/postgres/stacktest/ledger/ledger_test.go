@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -167,16 +168,24 @@ func TestReplicaClockBehindTheRecord(t *testing.T) {
 	tg, _ := pgtarget.Fresh(t, testenv.Postgres(t))
 	owner := ownerIn(t, e.c, e.users, "skew")
 	if _, err := e.l.Create(t.Context(), e.plan(owner), tg, func(context.Context, string) ([]string, error) {
-		return nil, errors.New("crashed")
+		return nil, fmt.Errorf("%w: no client", ledger.ErrNotSent)
 	}); err == nil {
 		t.Fatal("want the create error")
 	}
+	// A new leader knows nothing of the attempt's outcome: it is in doubt
+	// until it can no longer complete, by whatever clock the leader has.
 	behind := e.ledger(t, e.store)
 	e.clock.SetTime(t0.Add(-2 * time.Minute))
 	var calls atomic.Int32
-	rec, err := behind.Create(t.Context(), e.plan(owner), tg, createRole(tg, pgtarget.RandomName("ledger_skew_"), &calls))
+	create := createRole(tg, pgtarget.RandomName("ledger_skew_"), &calls)
+	if _, err := behind.Create(t.Context(), e.plan(owner), tg, create); !errors.Is(err, ledger.ErrCreateInDoubt) {
+		t.Fatalf("retry from a new leader while the attempt may land: %v, want ErrCreateInDoubt", err)
+	}
+	// The ledger that saw the attempt fail before it was sent retries at
+	// once, and its clock being behind never moves the attempt back.
+	rec, err := e.l.Create(t.Context(), e.plan(owner), tg, create)
 	if err != nil {
-		t.Fatalf("retry from a replica whose clock is behind: %v", err)
+		t.Fatalf("retry from the ledger that saw the outcome, its clock behind: %v", err)
 	}
 	if calls.Load() != 1 || !rec.LastCreateAttempt.Equal(t0) {
 		t.Errorf("create calls %d, attempt %v; want 1 and the recorded attempt kept (%v)", calls.Load(), rec.LastCreateAttempt, t0)
