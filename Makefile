@@ -22,9 +22,9 @@ TEST_FLAGS    ?=
 # the default. The tests keep the environment's GOGC: the servers they
 # start and the test binaries run as they would for anyone.
 BUILD_GOGC ?= 400
-kube temporal argo controller-gen vet vet-modules guard-image: export GOGC := $(BUILD_GOGC)
+kube temporal argo controller-gen vet vet-modules images guard-image operator-image: export GOGC := $(BUILD_GOGC)
 
-.PHONY: demo test test-campaigns deps postgres kube server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover guard-image
+.PHONY: demo test test-campaigns deps postgres kube server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover images guard-image operator-image
 
 # The demo needs the control plane and PostgreSQL only: it builds nothing
 # else (the Temporal server, the Argo controller and controller-gen are
@@ -220,17 +220,37 @@ argo:
 	@echo "== Argo Workflows workflow-controller (built once from Go modules, then cached)"
 	$(GO) run ./internal/argobin/argoinstall
 
-# The Argo guard's container image, built from this repository without a
-# container engine: the guard as a static linux binary in a one-layer OCI
-# image named and tagged as examples/argo/config/manager/manager.yaml pulls
-# it, written as an OCI image layout ($(GUARD_IMAGE)) and an OCI archive
-# ($(GUARD_IMAGE).tar). Nothing is pushed: copy it with skopeo, crane or
-# ctr (examples/argo/cmd/guard-image says how).
-GUARD_IMAGE      ?= $(CURDIR)/bin/guard-image
-GUARD_IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+# The release, defined once: the tag of every image the manifests pull
+# (examples/*/config), which the image builds are given and refuse to
+# differ from; internal/images' test checks that the manifests, this
+# variable and the targets below agree. Users name it in go install
+# github.com/finale-dev/finale/cmd/finale@VERSION, and finale version
+# prints it.
+VERSION ?= v0.1.0
+
+# The container images the manifests pull (internal/images lists them),
+# built from this repository without a container engine: each command as
+# a static linux binary in a one-layer OCI image named and tagged as its
+# Deployment pulls it and run as its Pod's user, written as an OCI image
+# layout (bin/NAME-image) and an OCI archive (bin/NAME-image.tar). Nothing
+# is pushed: copy them with skopeo, crane or ctr:
+#   skopeo copy oci:bin/operator-image:$(VERSION) docker://REGISTRY/finale-postgres-operator:$(VERSION)
+#   ctr -n k8s.io images import bin/operator-image.tar
+# guard-image: the Argo guard (examples/argo/config/manager/manager.yaml);
+# operator-image: the reference operator (examples/postgres/config/manager).
+IMAGES_DIR ?= $(CURDIR)/bin
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+GUARD_IMAGE      ?= $(IMAGES_DIR)/guard-image
+GUARD_IMAGE_ARCH ?= $(IMAGE_ARCH)
+OPERATOR_IMAGE   ?= $(IMAGES_DIR)/operator-image
+IMAGEBUILD = $(GO) run ./internal/images/imagebuild
+images: guard-image operator-image
 guard-image:
-	@echo "== the Argo guard's image (OCI layout, no container engine) into $(GUARD_IMAGE)"
-	cd examples/argo && $(GO) run ./cmd/guard-image -o $(GUARD_IMAGE) -arch $(GUARD_IMAGE_ARCH)
+	@echo "== the Argo guard's image $(VERSION) (OCI layout, no container engine) into $(GUARD_IMAGE)"
+	$(IMAGEBUILD) -image guard -version $(VERSION) -o $(GUARD_IMAGE) -arch $(GUARD_IMAGE_ARCH)
+operator-image:
+	@echo "== the reference operator's image $(VERSION) (OCI layout, no container engine) into $(OPERATOR_IMAGE)"
+	$(IMAGEBUILD) -image operator -version $(VERSION) -o $(OPERATOR_IMAGE) -arch $(IMAGE_ARCH)
 
 # vet: every module. vet-modules vets the library and MODULES, each with
 # GO_COMPILE (as make test compiles their tests), and goes on past a

@@ -73,6 +73,9 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 	if err := spec.Validate(); err != nil {
 		return rep, err
 	}
+	if err := spec.checkPaths(); err != nil {
+		return rep, err
+	}
 	exps, err := selected(opts.Only)
 	if err != nil {
 		return rep, err

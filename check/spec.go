@@ -341,7 +341,8 @@ const (
 var ErrSpec = errors.New("check: invalid description")
 
 // Load reads a description file (YAML, decoded strictly: an unknown field
-// is an error naming it) and checks it.
+// or a value that does not parse is an error naming its field) and checks
+// it, and the paths it names (checkPaths), before anything starts.
 func Load(path string) (*Spec, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -356,6 +357,9 @@ func Load(path string) (*Spec, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s.file = path
+	if err := s.checkPaths(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if s.Name == "" {
 		s.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
@@ -387,9 +391,17 @@ func decodeStrict(data []byte, v any) error {
 	if err := json.Unmarshal(j, &generic); err != nil {
 		return err
 	}
-	if unknown := unknownFields(generic, reflect.TypeOf(v).Elem(), ""); len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("unknown field %s", strings.Join(unknown, ", "))
+	var f fieldProblems
+	f.walk(generic, reflect.TypeOf(v).Elem(), "")
+	if len(f.unknown) > 0 {
+		sort.Strings(f.unknown)
+		return fmt.Errorf("unknown field %s", strings.Join(f.unknown, ", "))
+	}
+	// A duration's own decoder (time.ParseDuration) names no field, so
+	// each is parsed here first, where its path is known.
+	if len(f.durations) > 0 {
+		sort.Strings(f.durations)
+		return errors.New(strings.Join(f.durations, "\n  "))
 	}
 	d := json.NewDecoder(bytes.NewReader(j))
 	d.DisallowUnknownFields()
@@ -418,44 +430,56 @@ func kindName(t reflect.Type) string {
 	return t.Kind().String()
 }
 
-// unknownFields lists the keys of v that t (a struct, through its json
-// tags) does not have, with their paths.
-func unknownFields(v any, t reflect.Type, path string) []string {
+// fieldProblems collects, with their paths, the keys of a decoded YAML
+// value that its Go type (a struct, through its json tags) does not have,
+// and the durations that do not parse.
+type fieldProblems struct {
+	unknown   []string
+	durations []string
+}
+
+// msgBadDuration is a duration that does not parse, at its field.
+const msgBadDuration = "%s: %q is not a duration (want 40s, 2m, 1h30m)"
+
+func (f *fieldProblems) walk(v any, t reflect.Type, path string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Slice:
 		l, _ := v.([]any)
-		var out []string
 		for i, e := range l {
-			out = append(out, unknownFields(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			f.walk(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
 		}
-		return out
+		return
 	case reflect.Struct:
 		if t == reflect.TypeOf(metav1.Duration{}) {
-			return nil
+			if s, ok := v.(string); ok {
+				if _, err := time.ParseDuration(s); err != nil {
+					f.durations = append(f.durations, fmt.Sprintf(msgBadDuration, path, s))
+				}
+			}
+			return
 		}
 	default:
-		return nil
+		return
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil
+		return
 	}
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" || !sf.IsExported() {
 			continue
 		}
 		if name == "" {
-			name = f.Name
+			name = sf.Name
 		}
-		fields[name] = f.Type
+		fields[name] = sf.Type
 	}
-	var out []string
 	for k, e := range m {
 		p := k
 		if path != "" {
@@ -463,12 +487,11 @@ func unknownFields(v any, t reflect.Type, path string) []string {
 		}
 		ft, ok := fields[k]
 		if !ok {
-			out = append(out, strconv.Quote(p))
+			f.unknown = append(f.unknown, strconv.Quote(p))
 			continue
 		}
-		out = append(out, unknownFields(e, ft, p)...)
+		f.walk(e, ft, p)
 	}
-	return out
 }
 
 // SetDir sets the directory relative paths are resolved against (a Spec
@@ -569,6 +592,61 @@ func (s *Spec) Validate() error {
 		return fmt.Errorf("%w:\n  %w", ErrSpec, joinLines(errs))
 	}
 	return nil
+}
+
+// checkPaths checks the paths the description names on this machine: each
+// CRD path a file, or a directory holding a .yaml, .yml or .json file (what
+// testenv installs), and the working directories directories. Parse checks
+// the text alone (it may describe another machine's files); Load and Run
+// call this too, so that a wrong path is refused with its field before the
+// control plane starts rather than by testenv once it has.
+func (s *Spec) checkPaths() error {
+	var errs []error
+	for i, p := range s.CRDs {
+		if err := crdPath(s.path(p)); err != nil {
+			errs = append(errs, fmt.Errorf("crds[%d]: %w", i, err))
+		}
+	}
+	dirs := map[string]string{"operator.dir": s.Operator.Dir}
+	if s.Service != nil {
+		dirs["service.dir"] = s.Service.Dir
+	}
+	for field, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if fi, err := os.Stat(s.path(d)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%s: %s is not a directory", field, s.path(d)))
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return fmt.Errorf("%w:\n  %w", ErrSpec, joinLines(errs))
+	}
+	return nil
+}
+
+// crdPath checks one CRD path as testenv reads it.
+func crdPath(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return nil
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s holds no .yaml, .yml or .json file", p)
 }
 
 // joinLines joins errors one per indented line.

@@ -2,6 +2,8 @@ package check
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,7 +54,7 @@ func TestParseRefuses(t *testing.T) {
 	for name, tc := range map[string]struct{ from, to, says string }{
 		"unknown field":       {"  count: 3", "  count: 3\n  cuont: 4", `unknown field "dependents.cuont"`},
 		"wrong type":          {"count: 3", "count: three", "dependents.count: a string, want an integer"},
-		"bad duration":        {"hold: 40s", "hold: forty", "forty"},
+		"bad duration":        {"hold: 40s", "hold: forty", `timeouts.hold: "forty" is not a duration`},
 		"no command":          {"command: [./bin/operator, '--kubeconfig={{.Kubeconfig}}', '--db={{.Proxy \"db\"}}']", "env: {}", "operator.command: required"},
 		"no faults":           {"  - {name: db, address: \"127.0.0.1:5432\"}", "  []", "faults: required"},
 		"bad protocol":        {`address: "127.0.0.1:5432"}`, `address: "127.0.0.1:5432", protocol: udp}`, `faults[0].protocol: "udp"`},
@@ -118,5 +120,56 @@ func TestSelected(t *testing.T) {
 	}
 	if len(exps) != 2 || exps[0].Name != OrderAllAtOnce {
 		t.Errorf("selected: want both, in Run's order (all-at-once first, it measures the windows)")
+	}
+}
+
+// Load refuses a path that does not exist on this machine with its field,
+// before anything starts (testenv would say "testenv: CRD path" once the
+// control plane had started).
+func TestLoadRefusesPaths(t *testing.T) {
+	for name, tc := range map[string]struct {
+		files []string
+		extra string
+		says  []string
+	}{
+		"valid":             {files: []string{"config/crd/widgets.yaml"}},
+		"missing CRD path":  {says: []string{"crds[0]: stat ", "config/crd: no such file or directory"}},
+		"CRD dir, no yaml":  {files: []string{"config/crd/README.md"}, says: []string{"crds[0]: ", "config/crd holds no .yaml, .yml or .json file"}},
+		"missing dir":       {files: []string{"config/crd/widgets.yaml"}, extra: "\n  dir: build", says: []string{"operator.dir: stat ", "build: no such file or directory"}},
+		"dir that is file":  {files: []string{"config/crd/widgets.yaml", "build"}, extra: "\n  dir: build", says: []string{"operator.dir: ", "build is not a directory"}},
+		"two paths missing": {extra: "\n  dir: build", says: []string{"crds[0]: ", "operator.dir: "}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				p := filepath.Join(dir, f)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte("{}"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			file := filepath.Join(dir, "widgets.yaml")
+			text := strings.Replace(validSpec, "  env: {POD_NAMESPACE: '{{.OperatorNamespace}}'}", "  env: {POD_NAMESPACE: '{{.OperatorNamespace}}'}"+tc.extra, 1)
+			if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(file)
+			if tc.says == nil {
+				if err != nil {
+					t.Fatalf("Load = %v, want a valid description", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrSpec) {
+				t.Fatalf("Load = %v, want ErrSpec", err)
+			}
+			for _, w := range tc.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Load = %v, want it to say %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/sweep"
 	"github.com/finale-dev/finale/watchdog"
@@ -52,10 +53,10 @@ var errPending = errors.New("audit found pending records")
 
 // Exit statuses of finale audit (main maps the errors to them).
 const (
-	exitOK       = 0
-	exitError    = 1
-	exitFindings = 2
-	exitPending  = 3
+	exitOK       = exitcode.OK
+	exitError    = exitcode.Failed
+	exitFindings = exitcode.Violation
+	exitPending  = exitcode.Pending
 )
 
 // errReadOnly is what any write through the audit's record store gets: the
@@ -84,7 +85,7 @@ whose owner is gone, and records the sweeper could not reach.
 
 exit status:
   0  nothing found
-  1  the audit failed (bad flags, no cluster, a section could not be read)
+  1  the audit failed (no cluster, a section could not be read)
   2  findings to act on: an object deleting longer than --settle, an object
      held by a finalizer whose releasing controller is down (its heartbeat
      Lease, labelled finale.dev/finalizer-holder, has expired), a record
@@ -93,6 +94,7 @@ exit status:
   3  no findings, but pending records: their owner is gone and they are
      younger than --settle, so the sweeper may still clean them; run the
      audit again once the window has passed (the report says when)
+  64 a usage error: an unknown flag, a bad flag value, an extra argument
 Objects deleting for less than --settle are listed but do not change the
 exit status: a busy cluster always has some.
 
@@ -330,7 +332,9 @@ func (r *report) verdict() error {
 	return nil
 }
 
-// exitCode maps run's error to the command's exit status.
+// exitCode maps run's error to the command's exit status: the audit's
+// outcomes by their errors, anything else by internal/exitcode's table
+// (usage errors, invalid descriptions, violations; 1 otherwise).
 func exitCode(err error) int {
 	switch {
 	case err == nil:
@@ -342,7 +346,7 @@ func exitCode(err error) int {
 	case errors.Is(err, errViolation):
 		return exitFindings
 	}
-	return exitError
+	return exitcode.Of(err)
 }
 
 // auditor holds the clients and settings of one audit. Every client only
@@ -396,11 +400,6 @@ func newAuditor(cfg *rest.Config, recordsNamespace string, settle time.Duration,
 // returns an error wrapping errFindings when there is something to act on.
 func audit(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), auditUsage)
-		fs.PrintDefaults()
-	}
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, then the in-cluster config, then ~/.kube/config")
 	recordsNS := fs.String("records-namespace", "",
 		"namespace of the cleanup records; default $"+ledger.NamespaceEnv+", else "+defaultRecordsNamespace+" (the reference operator's)")
@@ -408,19 +407,17 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		"how long a deletion may take, and a record's owner may be gone, before it is a finding (the sweeper's settle window)")
 	output := fs.String("o", "text", "output format: text or json")
 	keySecret := fs.String("key-secret", ledger.KeySecretName, "Secret in the records namespace holding the operator key, read (never written) to authenticate the records")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return nil // the usage was asked for and printed
-	} else if err != nil {
-		return fmt.Errorf("audit: %w", err)
+	if helped, err := parseFlags(fs, args, out, auditUsage); helped || err != nil {
+		return err // the usage was asked for and printed, or a usage error
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf(msgExtraArgs, fs.Args())
+		return exitcode.Usagef(msgExtraArgs, fs.Args())
 	}
 	if *output != "text" && *output != "json" {
-		return fmt.Errorf(msgBadOutput, *output)
+		return exitcode.Usagef(msgBadOutput, *output)
 	}
 	if *settle <= 0 {
-		return fmt.Errorf(msgBadSettle, *settle)
+		return exitcode.Usagef(msgBadSettle, *settle)
 	}
 	ns := cmp.Or(*recordsNS, os.Getenv(ledger.NamespaceEnv), defaultRecordsNamespace)
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/finale-dev/finale/check"
+	"github.com/finale-dev/finale/internal/exitcode"
 )
 
 // The command refuses what it cannot run before anything starts, and a
@@ -25,15 +25,18 @@ func TestCheckArguments(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args []string
 		want []string
+		code int
 	}{
-		"no file":        {args: nil, want: []string{"-f is required"}},
-		"bad output":     {args: []string{"-f", bad, "-o", "yaml"}, want: []string{`"yaml"`}},
-		"bad report":     {args: []string{"-f", bad, "--report", "r.pdf"}, want: []string{"r.pdf", ".md or .html"}},
-		"negative runs":  {args: []string{"-f", bad, "--runs", "-1"}, want: []string{"--runs -1"}},
-		"extra argument": {args: []string{"-f", bad, "now"}, want: []string{`"now"`}},
-		"missing file":   {args: []string{"-f", filepath.Join(dir, "none.yaml")}, want: []string{"none.yaml"}},
-		"bad file":       {args: []string{"-f", bad}, want: []string{`unknown field "operator.comand"`}},
-		"help":           {args: []string{"-h"}},
+		"no file":            {args: nil, want: []string{"-f is required"}, code: exitcode.Usage},
+		"bad output":         {args: []string{"-f", bad, "-o", "yaml"}, want: []string{`"yaml"`}, code: exitcode.Usage},
+		"bad report":         {args: []string{"-f", bad, "--report", "r.pdf"}, want: []string{"r.pdf", ".md or .html"}, code: exitcode.Usage},
+		"negative runs":      {args: []string{"-f", bad, "--runs", "-1"}, want: []string{"--runs -1"}, code: exitcode.Usage},
+		"extra argument":     {args: []string{"-f", bad, "now"}, want: []string{`"now"`, "finale check takes only flags"}, code: exitcode.Usage},
+		"unknown flag":       {args: []string{"-f", bad, "--quik"}, want: []string{"-quik", "finale help check"}, code: exitcode.Usage},
+		"missing file":       {args: []string{"-f", filepath.Join(dir, "none.yaml")}, want: []string{"none.yaml"}, code: exitcode.BadDescription},
+		"bad file":           {args: []string{"-f", bad}, want: []string{`unknown field "operator.comand"`}, code: exitcode.BadDescription},
+		"bad file, validate": {args: []string{"-f", bad, "--validate"}, want: []string{`unknown field "operator.comand"`}, code: exitcode.BadDescription},
+		"help":               {args: []string{"-h"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -47,8 +50,11 @@ func TestCheckArguments(t *testing.T) {
 			if err == nil {
 				t.Fatalf("check(%q) succeeded", tc.args)
 			}
-			if exitCode(err) != exitError {
-				t.Errorf("check(%q) exits %d, want %d: it could not run", tc.args, exitCode(err), exitError)
+			if exitCode(err) != tc.code {
+				t.Errorf("check(%q) = %v: exits %d, want %d", tc.args, err, exitCode(err), tc.code)
+			}
+			if out.Len() > 0 {
+				t.Errorf("check(%q) wrote to stdout, want only the error:\n%s", tc.args, out.String())
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -57,7 +63,7 @@ func TestCheckArguments(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff(exitFindings, exitCode(fmt.Errorf("%w: order-all-at-once", errViolation))); diff != "" {
+	if diff := cmp.Diff(exitFindings, exitCode(brokenErr([]string{"order-all-at-once"}))); diff != "" {
 		t.Errorf("a broken experiment's exit status (-want +got):\n%s", diff)
 	}
 	if errors.Is(errViolation, errFindings) {

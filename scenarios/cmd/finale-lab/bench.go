@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/scenarios/bench"
 )
 
@@ -24,14 +26,16 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	roles := fs.Int("roles", defaultBenchRoles, "Roles per run (each build runs twice, then one namespace of this many is deleted)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return exitcode.With(exitcode.Usage, fmt.Errorf("bench: %w", err))
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected argument %q (flags: -roles N)", fs.Arg(0))
+		return exitcode.Usagef("bench: unexpected argument %q: finale-lab bench takes only flags (-roles N)", fs.Arg(0))
 	}
 	if *roles <= 0 {
-		return fmt.Errorf("bench: -roles %d: give a positive number of Roles", *roles)
+		return exitcode.Usagef("bench: -roles %d: give a positive number of Roles", *roles)
 	}
 	// The operator's log would only add I/O to what is measured, equally
 	// for both builds; the table is the output.

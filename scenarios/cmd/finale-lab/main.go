@@ -11,7 +11,9 @@
 //	finale-lab scenario failover [--seed N --runs K] [--election fast|operator]
 //	                                                 two operator replicas; the leader killed and paused
 //
-// Exit status: 0 success, 1 error.
+// Exit status (internal/exitcode, the same table as finale's): 0 success,
+// 1 could not run, 2 a scenario's invariants did not come out as its
+// variant expects, 64 a usage error (unknown command, scenario or flag).
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/scenarios"
 )
 
@@ -49,21 +52,26 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "finale-lab:", err)
-		os.Exit(1)
+		os.Exit(exitcode.Of(err))
 	}
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
-		return errors.New("no command given")
+		return exitcode.Usagef("no command given")
 	}
 	switch args[0] {
 	case "demo":
 		fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 		keep := fs.Bool("keep", false, "keep the stack running until Ctrl-C, to explore it with kubectl and psql")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
+		if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+			return nil
+		} else if err != nil {
+			return exitcode.With(exitcode.Usage, fmt.Errorf("demo: %w", err))
+		}
+		if fs.NArg() > 0 {
+			return exitcode.Usagef("demo: unexpected arguments %q: finale-lab demo takes only flags", fs.Args())
 		}
 		return demo(ctx, out, *keep)
 	case "bench":
@@ -75,6 +83,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	default:
 		fmt.Fprint(os.Stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+		return exitcode.Usagef("unknown command %q", args[0])
 	}
 }

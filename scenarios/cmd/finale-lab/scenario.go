@@ -13,13 +13,15 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios"
 )
 
 // errInvariants is returned when a scenario's invariants did not come out as
 // its variant expects: held for guarded runs, broken for -naive ones.
-var errInvariants = errors.New("invariants did not come out as expected")
+// It exits 2, a violation, as finale check's broken experiment does.
+var errInvariants = exitcode.With(exitcode.Violation, errors.New("invariants did not come out as expected"))
 
 // scenario runs `finale scenario NAME` or `finale scenario campaign`.
 func scenario(ctx context.Context, args []string, out io.Writer) error {
@@ -31,18 +33,23 @@ func scenario(ctx context.Context, args []string, out io.Writer) error {
 	apiservers := fs.Bool("apiservers", false, "campaign: add a second kube-apiserver per world and its faults (stale-apiserver-lag, apiserver-partition, apiserver-failover)")
 	election := fs.String("election", electionFast, "failover: the replicas' election timing, "+electionFast+" ("+scenarios.FastElection.String()+" lease/renew/retry) or "+electionOperator+" (the operator's defaults, "+scenarios.OperatorElection.String()+")")
 	if len(args) == 0 {
-		return fmt.Errorf("name a scenario: %s, or campaign", strings.Join(scenarios.Names(), ", "))
+		return exitcode.Usagef("name a scenario: %s, or campaign", strings.Join(scenarios.Names(), ", "))
 	}
 	name := args[0]
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return exitcode.With(exitcode.Usage, fmt.Errorf("scenario: %w", err))
+	}
+	if fs.NArg() > 0 {
+		return exitcode.Usagef("scenario: unexpected arguments %q: finale-lab scenario takes one NAME, then flags", fs.Args())
 	}
 	el, ok := elections[*election]
 	if !ok {
-		return fmt.Errorf("unknown --election %q: choose %s or %s", *election, electionFast, electionOperator)
+		return exitcode.Usagef("unknown --election %q: choose %s or %s", *election, electionFast, electionOperator)
 	}
 	if name != "campaign" && !slices.Contains(scenarios.Names(), name) {
-		return fmt.Errorf("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
+		return exitcode.Usagef("unknown scenario %q: choose one of %s, or campaign", name, strings.Join(scenarios.Names(), ", "))
 	}
 
 	// The runs narrate what matters; the operator's own log (errors made on

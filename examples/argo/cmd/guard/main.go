@@ -6,6 +6,9 @@
 //
 //	guard [flags]                     run the guard
 //	guard uninstall [flags]           remove the policy, its bindings, the heartbeat, then the finalizer from every Pod
+//
+// Exit status (internal/exitcode, finale's table): 0 success, 1 failed,
+// 64 a usage error (unknown flag, bad value, extra argument).
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/examples/argo/guard"
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/watchdog"
 )
 
@@ -49,7 +53,7 @@ const podNamespaceEnv = "POD_NAMESPACE"
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "guard:", err)
-		os.Exit(1)
+		os.Exit(exitcode.Of(err))
 	}
 }
 
@@ -74,10 +78,10 @@ func uninstall(args []string, out io.Writer) error {
 	if err := fs.Parse(args); err == flag.ErrHelp {
 		return nil
 	} else if err != nil {
-		return err
+		return exitcode.With(exitcode.Usage, fmt.Errorf("uninstall: %w", err))
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("uninstall: unexpected arguments %q", fs.Args())
+		return exitcode.Usagef("uninstall: unexpected arguments %q: guard uninstall takes only flags", fs.Args())
 	}
 	cfg, err := restConfig(*kubeconfig)
 	if err != nil {
@@ -141,11 +145,17 @@ func serve(args []string) error {
 		hbNS        = flag.String("heartbeat-namespace", "", "namespace of the heartbeat Lease, where the policy binding's paramRef points; default $"+podNamespaceEnv+", then --namespace")
 		hbDuration  = flag.Duration("heartbeat-duration", guard.DefaultHeartbeatDuration, "the heartbeat Lease's duration: new workflow Pods stop getting the finalizer this long after the guard stops")
 	)
-	if err := flag.CommandLine.Parse(args); err != nil {
-		return err
+	// flag.CommandLine (controller-runtime registers --kubeconfig there)
+	// would exit 2 on a wrong flag: that is finale's "violation found".
+	// The error is returned instead, and exits 64, a usage error.
+	flag.CommandLine.Init("guard", flag.ContinueOnError)
+	if err := flag.CommandLine.Parse(args); err == flag.ErrHelp {
+		return nil
+	} else if err != nil {
+		return exitcode.With(exitcode.Usage, err)
 	}
 	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
+		return exitcode.Usagef("unexpected arguments %q: guard takes only flags (guard uninstall removes it)", flag.Args())
 	}
 	heartbeatNS := *hbNS
 	if heartbeatNS == "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/argo/guard"
 	argo "github.com/finale-dev/finale/examples/argo/stack"
+	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -283,4 +285,38 @@ func markedPods(t *testing.T, c client.Client) []string {
 		}
 	}
 	return out
+}
+
+// TestExitCodes: the guard exits with finale's table (internal/exitcode):
+// a wrong command line is 64 (flag.CommandLine would have exited 2,
+// finale's "violation found"), help 0; none of these connects anywhere.
+func TestExitCodes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want int
+	}{
+		"help":            {[]string{"-h"}, exitcode.OK},
+		"uninstall help":  {[]string{"uninstall", "-h"}, exitcode.OK},
+		"unknown flag":    {[]string{"--no-such-flag"}, exitcode.Usage},
+		"bad value":       {[]string{"--workers", "many"}, exitcode.Usage},
+		"extra argument":  {[]string{"now"}, exitcode.Usage},
+		"uninstall extra": {[]string{"uninstall", "now"}, exitcode.Usage},
+		"uninstall flag":  {[]string{"uninstall", "--no-such-flag"}, exitcode.Usage},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.CommandContext(t.Context(), os.Args[0], append([]string{"-test.run=^$", "--"}, tc.args...)...)
+			cmd.Env = append(os.Environ(), asGuard+"=1")
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.want {
+				t.Errorf("guard %q exits %d, want %d:\n%s", tc.args, code, tc.want, out)
+			}
+		})
+	}
 }

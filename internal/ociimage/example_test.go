@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/finale-dev/finale/examples/argo/internal/ociimage"
+	"github.com/finale-dev/finale/internal/ociimage"
 )
 
 // An image of one static binary, written as an OCI image layout.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/finale-dev/finale/examples/argo/internal/ociimage"
+	"github.com/finale-dev/finale/internal/ociimage"
 )
 
 func testImage() ociimage.Image {

@@ -1,9 +1,10 @@
 // Package ociimage writes a container image as an OCI image layout (a
 // directory with oci-layout, index.json and content-addressed blobs) and as
 // an OCI archive (that directory as one tar), with the standard library
-// only: the guard's image is built where no container engine runs, and
-// the layout is what registries' copy tools and containerd import
-// (skopeo copy oci:DIR:TAG, ctr images import ARCHIVE, podman load).
+// only: finale's images (internal/images) are built where no container
+// engine runs, and the layout is what registries' copy tools and
+// containerd import (skopeo copy oci:DIR:TAG, ctr images import ARCHIVE,
+// podman load).
 //
 // The image has one layer holding the given files, and its bytes depend on
 // nothing but the inputs: file times, owners and the config's creation time
