@@ -101,11 +101,14 @@ test-campaigns: deps
 
 # test-kube133: the library's real-stack tests on Kubernetes v1.33, the
 # oldest server finale supports, alone (make test runs them as its kube133
-# job): the control plane, the capture, hold and ledger guarantees, the
-# test environment users import, and examples/keys' operator end to end
-# (lifecycle, records, holds and a namespace deletion). The same packages
+# job): the control plane, the capture, hold, ledger and watchdog
+# guarantees, the test environment users import, examples/keys' operator
+# end to end (lifecycle, records, holds and a namespace deletion), and the
+# consumer check (internal/modproxy: finale's module zip in a module pinned
+# to the oldest k8s.io and controller-runtime finale supports, whose
+# real-stack test then runs on the oldest server too). The same packages
 # run on v1.37 in the root job.
-KUBE133_PACKAGES := ./controlplane/ ./capture/ ./hold/ ./ledger/ ./testenv/ ./watchdog/ ./examples/keys/controller/
+KUBE133_PACKAGES := ./controlplane/ ./capture/ ./hold/ ./ledger/ ./testenv/ ./watchdog/ ./examples/keys/controller/ ./internal/modproxy/
 test-kube133: postgres kube133
 	$(call module_test,kube133)
 

@@ -448,7 +448,7 @@ func (in *Installer) fromRelease(ctx context.Context, got map[string]manifestBin
 		start := time.Now()
 		b, err := in.download(ctx, u, n)
 		if errors.Is(err, errUnavailable) {
-			fmt.Fprintf(in.Log, "kubebin: no download of the release binaries (%v after %s); building what is missing from Go modules\n", err, time.Since(start).Round(10*time.Millisecond))
+			fmt.Fprintf(in.Log, "kubebin: no download of the release binaries, given up after %s (%v); building what is missing from Go modules\n", time.Since(start).Round(10*time.Millisecond), err)
 			return nil
 		}
 		if err != nil {
