@@ -220,8 +220,9 @@ kube133:
 kube-embed:
 	$(GO) run ./internal/kubebin/kubeembed
 
-# kube-cold builds the Kubernetes binaries as a user's first test does, from
-# finale's module zip alone (a file-based GOPROXY ahead of the module proxy
+# kube-cold builds the Kubernetes binaries as a user's first test does
+# where neither the release site nor envtest assets have them (downloads
+# off, no envtest directory), from finale's module zip alone (a file-based GOPROXY ahead of the module proxy
 # for everything else), with empty module, build and binary caches in a
 # throwaway directory, and prints the time. Minutes and several GiB, all
 # removed at the end.
@@ -230,7 +231,7 @@ kube-cold:
 	env=$$($(GO) run ./internal/modproxy/publish -dir "$$tmp/proxy"); eval "$$env"; \
 	echo "== cold build of the Kubernetes binaries from $$FINALE_MODULE@$$FINALE_VERSION alone, caches empty, in $$tmp"; \
 	cd "$$tmp"; start=$$(date +%s); \
-	GOMODCACHE="$$tmp/gomod" GOCACHE="$$tmp/gocache" GOFLAGS=-modcacherw \
+	GOMODCACHE="$$tmp/gomod" GOCACHE="$$tmp/gocache" GOFLAGS=-modcacherw FINALE_KUBE_RELEASE_URL=off KUBEBUILDER_ASSETS= XDG_DATA_HOME="$$tmp/data" \
 		$(GO) run "$$FINALE_MODULE/controlplane/kubeinstall@$$FINALE_VERSION" -dir "$$tmp/bin"; \
 	echo "== cold build from the zip: $$(( $$(date +%s) - start )) s; module cache $$(du -sh "$$tmp/gomod" | cut -f1), build cache $$(du -sh "$$tmp/gocache" | cut -f1), binaries $$(du -sh "$$tmp/bin" | cut -f1)"
 
