@@ -350,3 +350,15 @@ func TestReleaseURLIsChecked(t *testing.T) {
 		t.Errorf("NewInstaller with %s=mirror.example: no error", EnvReleaseURL)
 	}
 }
+
+// The envtest directories looked in: kubebuilder's variable first, then
+// where setup-envtest installs this very version by default.
+func TestEnvtestDirs(t *testing.T) {
+	assets, data := t.TempDir(), t.TempDir()
+	t.Setenv(EnvEnvtest, assets)
+	t.Setenv("XDG_DATA_HOME", data)
+	want := []string{assets, filepath.Join(data, "kubebuilder-envtest", "k8s", "1.33.13-"+runtime.GOOS+"-"+runtime.GOARCH)}
+	if diff := cmp.Diff(want, envtestDirs(Oldest)); diff != "" {
+		t.Errorf("envtestDirs (-want +got):\n%s", diff)
+	}
+}
