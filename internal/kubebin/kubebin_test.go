@@ -170,3 +170,23 @@ func contents(t *testing.T, src fs.FS) map[string]string {
 	}
 	return out
 }
+
+// A release's versions are what its build module builds: the cache
+// directory and the version stamps are named after them.
+func TestReleaseVersionsAreTheModules(t *testing.T) {
+	for _, r := range Releases() {
+		src, err := r.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod, err := fs.ReadFile(src, "go.mod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"k8s.io/kubernetes " + r.Kubernetes, "go.etcd.io/etcd/server/v3 " + r.Etcd} {
+			if !bytes.Contains(mod, []byte(want)) {
+				t.Errorf("%s/go.mod does not require %s", r.Tools, want)
+			}
+		}
+	}
+}
