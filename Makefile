@@ -22,9 +22,9 @@ TEST_FLAGS    ?=
 # the default. The tests keep the environment's GOGC: the servers they
 # start and the test binaries run as they would for anyone.
 BUILD_GOGC ?= 400
-kube temporal argo controller-gen vet vet-modules images guard-image operator-image: export GOGC := $(BUILD_GOGC)
+kube kube133 temporal argo controller-gen vet vet-modules images guard-image operator-image: export GOGC := $(BUILD_GOGC)
 
-.PHONY: demo test test-campaigns deps postgres kube server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover images guard-image operator-image
+.PHONY: demo test test-campaigns test-kube133 deps postgres kube kube133 server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench campaign model failover images guard-image operator-image
 
 # The demo needs the control plane and PostgreSQL only: it builds nothing
 # else (the Temporal server, the Argo controller and controller-gen are
@@ -41,7 +41,8 @@ demo: postgres kube
 #     share the network with the tidy check's (the Kubernetes build took
 #     12 min 50 s beside them cold at c322d5d, 8 min 27 s alone);
 #  2. go vet of every module, one after another, then the Temporal server
-#     and Argo controller builds. Vetting with the tests' compile flags
+#     and Argo controller builds and the Kubernetes v1.33 build (kube133,
+#     for the kube133 job). Vetting with the tests' compile flags
 #     (GO_COMPILE: -race, no DWARF) compiles every dependency as the tests
 #     need it, once, and the tests find it in the build cache (vet without
 #     -race compiled everything a second time, and modules vetted side by
@@ -61,7 +62,10 @@ demo: postgres kube
 # finale's module zip served by a file-based GOPROXY to a separate consumer
 # module (internal/modproxy/testdata/consumer, pinned to the oldest
 # controller-runtime and k8s.io the library supports) whose real-stack test
-# must pass. The CI-sized fault campaigns are not in make test: they need
+# must pass. The kube133 job runs the library's real-stack tests
+# (KUBE133_PACKAGES) on Kubernetes v1.33, the oldest server finale
+# supports (FINALE_KUBE_VERSION=v1.33); every other job runs on v1.37.
+# The CI-sized fault campaigns are not in make test: they need
 # more CPU than a 2-core CI run affords; make test-campaigns runs them.
 TEST_JOBS ?= 4
 TEST_LOGS ?= $(CURDIR)/bin/test-logs
@@ -70,7 +74,7 @@ TEST_LOGS ?= $(CURDIR)/bin/test-logs
 # the finale check proofs of the reference operator
 # (examples/postgres/check) and of examples/keys (examples/keys/check, in
 # the library module).
-TEST_MODULES := root scenarios examples/postgres/check examples/postgres examples/argo examples/keys/check examples/temporal tools/temporal tools/kube tools/argo
+TEST_MODULES := root scenarios examples/postgres/check examples/postgres examples/argo examples/keys/check examples/temporal kube133 tools/temporal tools/kube tools/kube133 tools/argo
 SCENARIO_CAMPAIGNS := ^(TestRandomizedCampaign|TestNaiveCampaignReportsReplayableSeeds|TestAPIServerCampaign|TestFailover|TestFailoverNaive)$$
 test: postgres
 	@echo "== module downloads of the Kubernetes build (tools/kube) first, alone on the network"
@@ -78,7 +82,7 @@ test: postgres
 	@$(MAKE) --no-print-directory -j4 kube tidy controller-gen server-modules
 	@rm -rf $(TEST_LOGS); mkdir -p $(TEST_LOGS)
 	@start=$$(date +%s); echo "== go vet $(GO_COMPILE), one module at a time (a cold run compiles every dependency here, for the tests after), then the Temporal and Argo builds"; \
-	$(MAKE) --no-print-directory -k vet-modules temporal argo; vet=$$?; \
+	$(MAKE) --no-print-directory -k vet-modules temporal argo kube133; vet=$$?; \
 	echo "== go test $(GO_COMPILE) -count=1: $(words $(TEST_MODULES)) jobs, $(TEST_JOBS) at a time; logs in $(TEST_LOGS)"; \
 	$(MAKE) --no-print-directory -k -j$(TEST_JOBS) $(addprefix test-module/,$(TEST_MODULES)); rc=$$?; \
 	echo "== make test: $$(( $$(date +%s) - start )) s for vet and the tests"; \
@@ -94,6 +98,19 @@ test: postgres
 # ledger, hold, sweep, fence or the harness lands.
 test-campaigns: deps
 	cd scenarios && $(GO_TEST) -v -run '$(SCENARIO_CAMPAIGNS)' .
+
+# test-kube133: the library's real-stack tests on Kubernetes v1.33, the
+# oldest server finale supports, alone (make test runs them as its kube133
+# job): the control plane, the capture, hold, ledger and watchdog
+# guarantees, the test environment users import, examples/keys' operator
+# end to end (lifecycle, records, holds and a namespace deletion), and the
+# consumer check (internal/modproxy: finale's module zip in a module pinned
+# to the oldest k8s.io and controller-runtime finale supports, whose
+# real-stack test then runs on the oldest server too). The same packages
+# run on v1.37 in the root job.
+KUBE133_PACKAGES := ./controlplane/ ./capture/ ./hold/ ./ledger/ ./testenv/ ./watchdog/ ./examples/keys/controller/ ./internal/modproxy/
+test-kube133: postgres kube133
+	$(call module_test,kube133)
 
 # test-module/M runs job M's tests into its log; used by test.
 test-module/%:
@@ -140,17 +157,21 @@ test_cmd.examples/postgres/check  = cd examples/postgres && $(GO_TEST) ./check/
 test_cmd.examples/postgres        = cd examples/postgres && $(call test_all_but,/examples/postgres/check)
 test_cmd.tools/temporal           = cd tools/temporal && $(GO) test $(BINBUILD_FLAGS) -count=1 -vet=off ./...
 test_cmd.tools/kube               = cd tools/kube && $(GO) test $(BINBUILD_FLAGS) -count=1 -vet=off ./...
+test_cmd.tools/kube133            = cd tools/kube133 && $(GO) test $(BINBUILD_FLAGS) -count=1 -vet=off ./...
+test_cmd.kube133                  = FINALE_KUBE_VERSION=v1.33 $(GO_TEST) $(KUBE133_PACKAGES)
 test_cmd.tools/argo               = cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) test $(BINBUILD_FLAGS) -count=1 -vet=off ./...
 module_test = $(or $(test_cmd.$(1)),cd $(1) && $(GO_TEST) ./...)
 
 deps: postgres kube temporal argo controller-gen
 
-# server-modules downloads the modules of the Temporal and Argo builds
-# (tools/temporal, tools/argo) into the module cache; make test runs it
+# server-modules downloads the modules of the Temporal, Kubernetes v1.33
+# and Argo builds (tools/temporal, tools/kube133, tools/argo) into the
+# module cache; make test runs it
 # while the Kubernetes build computes.
 server-modules:
 	@echo "== module downloads of the Temporal and Argo builds (tools/temporal, tools/argo)"
 	@cd tools/temporal && $(GO) mod download
+	@cd tools/kube133 && $(GO) mod download
 	@cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) mod download
 
 # controller-gen is fetched and built once into the Go caches here, so the
@@ -176,22 +197,32 @@ postgres:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
 	fi
 
-# kube-apiserver, kube-controller-manager, kubectl and etcd, built from Go
-# modules (tools/kube, as embedded in internal/kubebin) once into
-# $${FINALE_KUBE_BIN_DIR:-~/.cache/finale/...}. A user runs the same command
-# as go run github.com/finale-dev/finale/controlplane/kubeinstall@VERSION.
+# kube-apiserver, kube-controller-manager, kubectl and etcd once into
+# $${FINALE_KUBE_BIN_DIR:-~/.cache/finale/...}: from an envtest asset
+# directory of the same version, the official release binaries (SHA-256
+# verified; FINALE_KUBE_RELEASE_URL=off builds instead), else built from Go
+# modules (tools/kube, as embedded in internal/kubebin). A user runs the
+# same command as go run github.com/finale-dev/finale/controlplane/kubeinstall@VERSION.
 kube:
-	@echo "== Kubernetes binaries (built once from Go modules, then cached)"
+	@echo "== Kubernetes binaries (envtest assets, the release, else built from Go modules; then cached)"
 	$(GO) run ./controlplane/kubeinstall
 
-# kube-embed copies tools/kube (edit it there: go get, go mod tidy) into
-# internal/kubebin/module.txtar, which the build uses and the module zip
-# carries; internal/kubebin's tests fail while the two differ.
+# kube133: the same for Kubernetes v1.33.13, the oldest server finale
+# supports (tools/kube133), into ~/.cache/finale/kube-v1.33.13-etcd-v3.5.21.
+kube133:
+	@echo "== Kubernetes v1.33 binaries (envtest assets, the release, else built from Go modules; then cached)"
+	$(GO) run ./controlplane/kubeinstall -version v1.33
+
+# kube-embed copies tools/kube and tools/kube133 (edit them there: go get,
+# go mod tidy) into internal/kubebin/module.txtar and module133.txtar, which
+# the build uses and the module zip carries; internal/kubebin's tests fail
+# while they differ.
 kube-embed:
 	$(GO) run ./internal/kubebin/kubeembed
 
-# kube-cold builds the Kubernetes binaries as a user's first test does, from
-# finale's module zip alone (a file-based GOPROXY ahead of the module proxy
+# kube-cold builds the Kubernetes binaries as a user's first test does
+# where neither the release site nor envtest assets have them (downloads
+# off, no envtest directory), from finale's module zip alone (a file-based GOPROXY ahead of the module proxy
 # for everything else), with empty module, build and binary caches in a
 # throwaway directory, and prints the time. Minutes and several GiB, all
 # removed at the end.
@@ -200,7 +231,7 @@ kube-cold:
 	env=$$($(GO) run ./internal/modproxy/publish -dir "$$tmp/proxy"); eval "$$env"; \
 	echo "== cold build of the Kubernetes binaries from $$FINALE_MODULE@$$FINALE_VERSION alone, caches empty, in $$tmp"; \
 	cd "$$tmp"; start=$$(date +%s); \
-	GOMODCACHE="$$tmp/gomod" GOCACHE="$$tmp/gocache" GOFLAGS=-modcacherw \
+	GOMODCACHE="$$tmp/gomod" GOCACHE="$$tmp/gocache" GOFLAGS=-modcacherw FINALE_KUBE_RELEASE_URL=off KUBEBUILDER_ASSETS= XDG_DATA_HOME="$$tmp/data" \
 		$(GO) run "$$FINALE_MODULE/controlplane/kubeinstall@$$FINALE_VERSION" -dir "$$tmp/bin"; \
 	echo "== cold build from the zip: $$(( $$(date +%s) - start )) s; module cache $$(du -sh "$$tmp/gomod" | cut -f1), build cache $$(du -sh "$$tmp/gocache" | cut -f1), binaries $$(du -sh "$$tmp/bin" | cut -f1)"
 
@@ -257,6 +288,7 @@ operator-image:
 # failure; the tools modules with internal/binbuild's flags.
 vet: vet-modules
 	cd tools/kube && $(GO) vet $(BINBUILD_FLAGS) ./...
+	cd tools/kube133 && $(GO) vet $(BINBUILD_FLAGS) ./...
 	cd tools/temporal && $(GO) vet $(BINBUILD_FLAGS) ./...
 	cd tools/argo && GONOSUMDB=$(ARGO_NOSUMDB) $(GO) vet $(BINBUILD_FLAGS) ./...
 

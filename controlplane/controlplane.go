@@ -53,8 +53,16 @@ type Options struct {
 	// What is there is used only when its stamp matches this version's
 	// build, and rebuilt otherwise (see Binaries).
 	BinDir string
+	// KubernetesVersion chooses the Kubernetes release the control plane
+	// runs: empty means $FINALE_KUBE_VERSION, else the current one
+	// (v1.37.2); v1.33 (v1.33.13) is the oldest finale supports. The
+	// releases are those of SupportedVersions.
+	KubernetesVersion string
 	// APIServerFlags are appended to kube-apiserver's flags.
 	APIServerFlags []string
+	// ControllerManagerFlags are appended to kube-controller-manager's
+	// flags (--feature-gates=..., say).
+	ControllerManagerFlags []string
 	// APIServers is how many kube-apiservers run on the one etcd; zero
 	// means one. Every one after the first reaches etcd through its own
 	// EtcdLink (see APIServer), so that its watch cache can be made to lag
@@ -70,6 +78,8 @@ type ControlPlane struct {
 	Kubeconfig string
 	// BinDir holds the binaries, kubectl among them.
 	BinDir string
+	// KubernetesVersion is the version of the binaries (v1.37.2).
+	KubernetesVersion string
 	// Started holds how long each component took from start to ready.
 	Started map[string]time.Duration
 
@@ -93,7 +103,11 @@ type process struct {
 // until each is ready. On failure it stops what it started and returns the
 // tail of the failing process's log.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
-	binDir, err := Binaries(ctx, opts.BinDir, opts.Log)
+	rel, err := release(opts.KubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	binDir, err := rel.Ensure(ctx, opts.BinDir, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +115,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
 	}
-	cp := &ControlPlane{BinDir: binDir, dir: dir, Started: map[string]time.Duration{}}
+	cp := &ControlPlane{BinDir: binDir, KubernetesVersion: rel.Kubernetes, dir: dir, Started: map[string]time.Duration{}}
 	defer func() {
 		if err != nil {
 			_ = cp.Stop()
@@ -175,16 +189,16 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 
 	t0 = time.Now()
-	kcm, err := cp.spawn(ctx, kubebin.KubeControllerManager,
-		"--kubeconfig="+cp.Kubeconfig,
-		"--authentication-kubeconfig="+cp.Kubeconfig,
-		"--authorization-kubeconfig="+cp.Kubeconfig,
+	kcm, err := cp.spawn(ctx, kubebin.KubeControllerManager, append([]string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--authentication-kubeconfig=" + cp.Kubeconfig,
+		"--authorization-kubeconfig=" + cp.Kubeconfig,
 		"--controllers=namespace-controller,garbage-collector-controller",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(dir, "kcm-certs"),
-	)
+		"--secure-port=" + strconv.Itoa(kcmPort),
+		"--cert-dir=" + filepath.Join(dir, "kcm-certs"),
+	}, opts.ControllerManagerFlags...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -199,14 +213,43 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 }
 
 // EnvBinDir names the environment variable that moves the binary cache
-// (Options.BinDir's default).
+// (Options.BinDir's default) of the current Kubernetes release.
 const EnvBinDir = kubebin.EnvDir
 
+// EnvKubernetesVersion names the environment variable that chooses the
+// Kubernetes release when Options.KubernetesVersion is empty: make test's
+// kube133 job runs real-stack tests on v1.33 with it.
+const EnvKubernetesVersion = "FINALE_KUBE_VERSION"
+
+// SupportedVersions returns the Kubernetes releases the control plane runs,
+// the default first: the newest and the oldest server finale supports.
+func SupportedVersions() []string {
+	var out []string
+	for _, r := range kubebin.Releases() {
+		out = append(out, r.Kubernetes)
+	}
+	return out
+}
+
+func release(v string) (kubebin.Release, error) {
+	if v == "" {
+		v = os.Getenv(EnvKubernetesVersion)
+	}
+	r, err := kubebin.Lookup(v)
+	if err != nil {
+		return kubebin.Release{}, fmt.Errorf("controlplane: %w", err)
+	}
+	return r, nil
+}
+
 // Binaries returns the directory holding the Kubernetes binaries this
-// version of finale runs (dir, or the default of Options.BinDir when dir is
-// empty), building them there first when they are missing or carry another
-// build's stamp. The build needs only the Go toolchain and the module proxy
-// and takes minutes, once; progress goes to log (nil discards it).
+// version of finale runs by default (dir, or the default of Options.BinDir
+// when dir is empty), putting them there first when they are missing or
+// carry another build's stamp: from an envtest asset directory of the same
+// version, the official release (SHA-256 verified), else a build that
+// needs only the Go toolchain and the module proxy and takes minutes, once
+// (see internal/kubebin). Progress, and each binary's source, goes to log
+// (nil discards it).
 // `go run github.com/finale-dev/finale/controlplane/kubeinstall@<version>`
 // does the same beforehand.
 func Binaries(ctx context.Context, dir string, log io.Writer) (string, error) {

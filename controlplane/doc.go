@@ -11,27 +11,47 @@
 //
 // # The binaries
 //
-// The binaries are built from Go modules (k8s.io/kubernetes v1.37.2 and
-// etcd v3.7.0) with the Go toolchain and the module proxy alone, by the
-// first Start on a machine, or beforehand with
+// The first Start on a machine, or beforehand
 //
 //	go run github.com/finale-dev/finale/controlplane/kubeinstall@<version>
 //
-// They are built in a module of their own, written to a temporary
-// directory from files this package carries, so they work the same when
-// finale is a dependency fetched from the module proxy as in a checkout,
-// and so that a dependent's go.mod never requires k8s.io/kubernetes. A cold
-// build takes about 8 minutes on 2 cores and needs about 1 GiB of module
-// cache and 4 GiB of build cache; Start reports its progress on
-// Options.Log.
+// puts Kubernetes v1.37.2's kube-apiserver, kube-controller-manager and
+// kubectl, and an etcd, into a cache, each from the first source that has
+// it, and says which: a kubebuilder envtest asset directory of exactly that
+// version ($KUBEBUILDER_ASSETS, or setup-envtest's default directory; it
+// has no kube-controller-manager), the official release binaries from
+// dl.k8s.io (or the mirror $FINALE_KUBE_RELEASE_URL names; "off" turns
+// downloads off), each checked against its published SHA-256 before use (a
+// mismatch fails Start; nothing unverified is run), else a build from Go
+// modules. An unreachable release site is given up within seconds. etcd is
+// always built (seconds): a small program on etcd's embed package.
+//
+// The build needs the Go toolchain and the module proxy alone. It happens
+// in a module of its own, written to a temporary directory from files this
+// package carries, so it works the same when finale is a dependency
+// fetched from the module proxy as in a checkout, and so that a
+// dependent's go.mod never requires k8s.io/kubernetes. A cold build takes
+// about 8 minutes on 2 cores (far longer on a loaded machine) and needs
+// about 1 GiB of module cache and 4 GiB of build cache; Start reports its
+// progress on Options.Log.
 //
 // They are cached in $FINALE_KUBE_BIN_DIR, else in
 // <user cache dir>/finale/kube-v1.37.2-etcd-v3.7.0 (os.UserCacheDir:
-// ~/.cache on Linux), or in Options.BinDir. A stamp there records a hash of
-// what they were built from (the build module's files, linker flags, Go
-// version): binaries whose stamp differs, left by another finale version or
-// put there by hand, are rebuilt, never used. Builds that race (parallel
-// test packages) take a file lock, so the build runs once.
+// ~/.cache on Linux), or in Options.BinDir. A record there (the build's
+// stamp, or the source, size and SHA-256 of each binary) says what they
+// are: binaries that differ from it, left by another finale version or put
+// there by hand, are replaced, never used. Concurrent Starts (parallel
+// test packages) take a file lock, so the work is done once.
+//
+// # Kubernetes versions
+//
+// Options.KubernetesVersion (or $FINALE_KUBE_VERSION) chooses the server:
+// v1.37.2 by default, or v1.33 (v1.33.13, with etcd v3.5.21, cached in
+// kube-v1.33.13-etcd-v3.5.21), the oldest Kubernetes server finale
+// supports, on which make test runs the library's real-stack tests as
+// well. On both, the namespace controller deletes a namespace's Pods before
+// anything else in it (OrderedNamespaceDeletion): on v1.33 a beta feature,
+// on by default, that a cluster may turn off; on v1.37 always.
 //
 // # Processes
 //

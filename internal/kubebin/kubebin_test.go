@@ -12,8 +12,6 @@ import (
 	"github.com/finale-dev/finale/internal/binbuild"
 )
 
-const toolsKube = "../../tools/kube"
-
 func TestDirHonoursEnv(t *testing.T) {
 	d := t.TempDir()
 	t.Setenv(EnvDir, d)
@@ -24,47 +22,83 @@ func TestDirHonoursEnv(t *testing.T) {
 	if got != d {
 		t.Fatalf("Dir() = %q, want %q", got, d)
 	}
+	// The variable names Current's directory only: two releases in one
+	// directory would rebuild each other's binaries in turn.
+	old, err := Oldest.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old == d {
+		t.Fatalf("Oldest.Dir() = %q, the directory of $%s", old, EnvDir)
+	}
 }
 
-// TestArchiveIsToolsKube fails whenever tools/kube changed and the
-// embedded copy was not made again: a user's build (from the archive)
-// would then differ from a checkout's tests.
+func TestLookup(t *testing.T) {
+	for v, want := range map[string]string{
+		"": Current.Kubernetes, "v1.37.2": "v1.37.2", "1.37": "v1.37.2", "v1.33": "v1.33.13", "1.33.13": "v1.33.13",
+	} {
+		got, err := Lookup(v)
+		if err != nil {
+			t.Errorf("Lookup(%q): %v", v, err)
+			continue
+		}
+		if got.Kubernetes != want {
+			t.Errorf("Lookup(%q) = %s, want %s", v, got.Kubernetes, want)
+		}
+	}
+	for _, v := range []string{"v1.32", "v1.33.1", "latest"} {
+		if r, err := Lookup(v); err == nil {
+			t.Errorf("Lookup(%q) = %s, want an error", v, r.Kubernetes)
+		}
+	}
+}
+
+// TestArchiveIsToolsKube fails whenever tools/kube (or tools/kube133)
+// changed and the embedded copy was not made again: a user's build (from
+// the archive) would then differ from a checkout's tests.
 func TestArchiveIsToolsKube(t *testing.T) {
-	want, err := Pack(os.DirFS(toolsKube))
-	if err != nil {
-		t.Fatal(err)
+	for _, r := range Releases() {
+		t.Run(r.Kubernetes, func(t *testing.T) {
+			tools := os.DirFS(filepath.Join("..", "..", filepath.FromSlash(r.Tools)))
+			want, err := r.Pack(tools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(r.EmbeddedArchive(), want) {
+				return
+			}
+			got, err := r.Source()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(contents(t, tools), contents(t, got)); diff != "" {
+				t.Fatalf("%s differs from %s (-checkout +embedded); run make kube-embed and commit it:\n%s", r.Archive, r.Tools, diff)
+			}
+			t.Fatalf("%s holds %s's files but not as make kube-embed writes them; run make kube-embed", r.Archive, r.Tools)
+		})
 	}
-	if bytes.Equal(archive, want) {
-		return
-	}
-	got, err := binbuild.Unpack(archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(contents(t, os.DirFS(toolsKube)), contents(t, got)); diff != "" {
-		t.Fatalf("%s differs from tools/kube (-tools/kube +embedded); run make kube-embed and commit it:\n%s", ArchiveName, diff)
-	}
-	t.Fatalf("%s holds tools/kube's files but not as make kube-embed writes them; run make kube-embed", ArchiveName)
 }
 
 // The cache is shared between a checkout and every module that depends on
 // finale: the stamp must not depend on where the build module is read.
 func TestStampIsTheCheckoutsStamp(t *testing.T) {
-	s, err := Spec(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	embedded, err := s.Stamp()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Source = os.DirFS(toolsKube)
-	checkout, err := s.Stamp()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if embedded != checkout {
-		t.Fatalf("stamp from the archive %s, from tools/kube %s", embedded, checkout)
+	for _, r := range Releases() {
+		s, err := r.Spec(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		embedded, err := s.Stamp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Source = os.DirFS(filepath.Join("..", "..", filepath.FromSlash(r.Tools)))
+		checkout, err := s.Stamp()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if embedded != checkout {
+			t.Fatalf("%s: stamp from the archive %s, from %s %s", r.Kubernetes, embedded, r.Tools, checkout)
+		}
 	}
 }
 
@@ -135,4 +169,24 @@ func contents(t *testing.T, src fs.FS) map[string]string {
 		out[p] = string(b)
 	}
 	return out
+}
+
+// A release's versions are what its build module builds: the cache
+// directory and the version stamps are named after them.
+func TestReleaseVersionsAreTheModules(t *testing.T) {
+	for _, r := range Releases() {
+		src, err := r.Source()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod, err := fs.ReadFile(src, "go.mod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"k8s.io/kubernetes " + r.Kubernetes, "go.etcd.io/etcd/server/v3 " + r.Etcd} {
+			if !bytes.Contains(mod, []byte(want)) {
+				t.Errorf("%s/go.mod does not require %s", r.Tools, want)
+			}
+		}
+	}
 }
