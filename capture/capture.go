@@ -55,6 +55,14 @@ const (
 	EventReasonPersisted     = "ResultPersisted"
 	EventReasonPersistFailed = "ResultPersistFailed"
 	EventReasonResultNotKept = "ResultNotKept"
+	// EventReasonReleasedNamespaceTerminating is a release because the
+	// child's namespace is terminating (ReasonNamespaceTerminating). It is
+	// emitted while that namespace refuses new objects, Events included: a
+	// recorder that redirects it to the operator's namespace
+	// (internal/eventrec) keeps it findable.
+	EventReasonReleasedNamespaceTerminating = "ReleasedNamespaceTerminating"
+	// MessageReleasedNamespaceTerminating goes with it.
+	MessageReleasedNamespaceTerminating = "capture finalizer %s released: namespace %s is terminating, and owner %s goes with it; the owner had not recorded the result of this child"
 
 	EventActionCapture = "Capture"
 
@@ -423,7 +431,33 @@ func (r *Releaser[O]) facts(ctx context.Context, child client.Object) (Facts, O,
 	if err != nil {
 		return Facts{}, zero, fmt.Errorf("capture: read owner %s %s/%s of child %s: %w", r.opts.OwnerKind.Kind, child.GetNamespace(), ref.Name, child.GetName(), err)
 	}
-	return r.factsOf(child, owner, true), owner, nil
+	f := r.factsOf(child, owner, true)
+	// The namespace is read only when it could change the verdict: a child
+	// being deleted that nothing else releases. The common passes (recorded,
+	// finished, a child not being deleted) cost no extra read.
+	if f.ChildDeleting && r.verdict(f).Action != Release {
+		term, err := r.namespaceTerminating(ctx, child.GetNamespace())
+		if err != nil {
+			return Facts{}, zero, err
+		}
+		f.NamespaceTerminating = term
+	}
+	return f, owner, nil
+}
+
+// namespaceTerminating reads ns live: a cache could still show a namespace
+// of the same name that was deleted and re-created. A namespace that is
+// not found is not taken for terminating (doubt keeps); a read that fails
+// is an error, and the finalizer stays.
+func (r *Releaser[O]) namespaceTerminating(ctx context.Context, ns string) (bool, error) {
+	var n corev1.Namespace
+	if err := r.live.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("capture: read namespace %s: %w", ns, err)
+	}
+	return n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating, nil
 }
 
 // factsOf is the facts about child given its owner as read (found false:
@@ -492,6 +526,9 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 		// the apiserver kept is what counts.
 		written *O
 		last    error
+		// nsTerminating: the last live decision found the child's
+		// namespace terminating; siblings share the namespace.
+		nsTerminating bool
 	)
 	for attempt := 1; attempt <= r.opts.MaxPersistAttempts; attempt++ {
 		if !controllerutil.ContainsFinalizer(child, fin) {
@@ -502,10 +539,11 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 			owner, written = *written, nil
 			d = r.verdict(r.factsOf(child, owner, true))
 		} else {
-			var err error
-			if d, owner, err = r.Decide(ctx, child); err != nil {
-				return d, err
+			f, o, err := r.facts(ctx, child)
+			if err != nil {
+				return Decision{}, err
 			}
+			owner, d, nsTerminating = o, r.verdict(f), f.NamespaceTerminating
 		}
 		r.mu.Lock()
 		if o := r.byUs[client.ObjectKeyFromObject(child)]; o.uid == child.GetUID() && (o.done || o.inFlight > 0) && d.Action == Release && d.Reason == ReasonRecorded {
@@ -529,13 +567,13 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 				return d, err
 			}
 			if removed {
-				r.countRelease(d.Reason)
+				r.released(child, d.Reason)
 			}
 			r.mu.Lock()
 			delete(r.byUs, client.ObjectKeyFromObject(child))
 			r.mu.Unlock()
 			if ref := ownerRef(child, r.opts.OwnerKind); ref != nil {
-				r.releaseSiblings(ctx, child, ref.UID, owner, d.Reason != ReasonOwnerGone)
+				r.releaseSiblings(ctx, child, ref.UID, owner, d.Reason != ReasonOwnerGone, nsTerminating)
 			}
 			return d, nil
 		case Persist:
@@ -587,8 +625,10 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 // serves N releases instead of N reads of a large object. Each sibling is
 // decided on its cached copy and that owner read, and patched with the
 // cached copy's resourceVersion; a sibling that conflicts or fails is left
-// to its own pass. found is false when the owner was read as gone.
-func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, ownerUID types.UID, owner O, found bool) {
+// to its own pass. found is false when the owner was read as gone;
+// nsTerminating is the namespace's state as that pass read it (the
+// siblings share the namespace, and a namespace never stops terminating).
+func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, ownerUID types.UID, owner O, found, nsTerminating bool) {
 	if !r.indexed {
 		return
 	}
@@ -607,7 +647,9 @@ func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, 
 		if !ok || sib.GetUID() == child.GetUID() || !controllerutil.ContainsFinalizer(sib, r.opts.Finalizer) || r.staleAfterRelease(sib) {
 			return nil
 		}
-		d := r.verdict(r.factsOf(sib, owner, found))
+		f := r.factsOf(sib, owner, found)
+		f.NamespaceTerminating = nsTerminating && f.ChildDeleting
+		d := r.verdict(f)
 		if d.Action != Release || !r.claim(client.ObjectKeyFromObject(sib)) {
 			return nil
 		}
@@ -641,7 +683,7 @@ func (r *Releaser[O]) releaseSiblings(ctx context.Context, child client.Object, 
 			if err != nil || !removed {
 				return
 			}
-			r.countRelease(d.Reason)
+			r.released(t.sib, d.Reason)
 			r.mu.Lock()
 			delete(r.byUs, key)
 			r.mu.Unlock()
@@ -853,11 +895,21 @@ func (r *Releaser[O]) refetch(ctx context.Context, child client.Object) error {
 	return nil
 }
 
-func (r *Releaser[O]) countRelease(reason Reason) {
+// released counts a release this process made and, when it rests on the
+// namespace terminating rather than on the owner, says so in an Event: it
+// is the one release that does not wait for the owner's record.
+func (r *Releaser[O]) released(child client.Object, reason Reason) {
 	r.mu.Lock()
 	r.stats.Releases[reason]++
 	r.mu.Unlock()
 	releasesTotal.WithLabelValues(r.opts.Name, string(reason)).Inc()
+	if reason == ReasonNamespaceTerminating {
+		name := ""
+		if ref := ownerRef(child, r.opts.OwnerKind); ref != nil {
+			name = ref.Name
+		}
+		r.event(child, corev1.EventTypeNormal, EventReasonReleasedNamespaceTerminating, MessageReleasedNamespaceTerminating, r.opts.Finalizer, child.GetNamespace(), name)
+	}
 }
 
 func (r *Releaser[O]) event(obj runtime.Object, eventtype, reason, note string, args ...interface{}) {

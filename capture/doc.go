@@ -10,7 +10,27 @@
 //   - the owner is gone (not found, or a different UID holds its name), or
 //     is being deleted, or is finished or cancelled (Completion, supplied by
 //     the owner's author), or
-//   - the child has no owner reference of the owner kind (orphan).
+//   - the child has no owner reference of the owner kind (orphan), or
+//   - the child is being deleted and its namespace is terminating: the
+//     owner goes with the namespace (ReasonNamespaceTerminating).
+//
+// # A terminating namespace
+//
+// Kubernetes 1.37 deletes a namespace's Pods first and nothing else until
+// they are gone (ordered namespace deletion). A Pod held for an owner that
+// has not recorded its result would then wait for an owner whose own
+// deletion waits for the Pod, for ever, and the owner's controller may
+// already be gone with its own Pod. So a child being deleted in a
+// terminating namespace is released; the namespace is read live, only for
+// a child being deleted that nothing else releases, and the release is
+// counted (reason NamespaceTerminating) and evented
+// (EventReasonReleasedNamespaceTerminating; the namespace refuses new
+// Events, so give the Releaser a recorder that redirects them, as
+// internal/eventrec's does). A namespace's users cannot fake it: Namespace
+// is cluster-scoped, and its deletion state is the apiserver's. The
+// release controller watches Namespaces' metadata to look again at children
+// held before their namespace started terminating: it needs get, list and
+// watch on namespaces.
 //
 // Elapsed time is not an input of Rule at all. Upstream's status-capture
 // finalizer (the seed incident, argo-workflows #17024) was removed two
@@ -121,7 +141,7 @@
 // finale_capture_pending (held captures of children being deleted),
 // finale_capture_overdue (those past the threshold),
 // finale_capture_releases_total{reason} (Recorded, Persisted, OwnerGone,
-// OwnerDeleting, OwnerFinished, Orphan), finale_capture_persisted_total,
+// OwnerDeleting, OwnerFinished, Orphan, NamespaceTerminating), finale_capture_persisted_total,
 // finale_capture_persist_conflicts_total and
 // finale_capture_results_not_kept_total, all labelled by controller, on
 // controller-runtime's metrics registry.

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -46,7 +47,10 @@ func (e heldError) Error() string { return "capture: finalizer held: " + string(
 // on the manager's workers for children only, so it keeps releasing (and
 // persisting) while the owner's own controller is stopped or lagging.
 // Owner changes requeue the owner's children, so a result recorded, an owner
-// finished or deleted, releases promptly.
+// finished or deleted, releases promptly. A namespace that starts
+// terminating requeues its children being deleted (ReasonNamespaceTerminating):
+// the release controller watches Namespaces' metadata, so its identity needs
+// get, list and watch on namespaces.
 func (r *Releaser[O]) SetupWithManager(mgr ctrl.Manager) error {
 	r.cache = mgr.GetClient()
 	r.indexed = true
@@ -85,6 +89,21 @@ func (r *Releaser[O]) SetupWithManager(mgr ctrl.Manager) error {
 				r.enqueueChildren(ctx, e.Object, false, q)
 			},
 		}).
+		// A child held before its namespace started terminating gets no
+		// event of its own when the namespace controller deletes it again.
+		Watches(namespaceMeta(), handler.Funcs{
+			CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueTerminating(ctx, e.Object, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				if e.ObjectOld.GetDeletionTimestamp() == nil {
+					r.enqueueTerminating(ctx, e.ObjectNew, q)
+				}
+			},
+			GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				r.enqueueTerminating(ctx, e.Object, q)
+			},
+		}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -113,6 +132,35 @@ func (r *Releaser[O]) enqueueChildren(ctx context.Context, owner client.Object, 
 			return nil
 		}
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		return nil
+	})
+}
+
+// namespaceMeta is the Namespace metadata the release controller watches
+// (the deletion timestamp is all it reads from the cache; the decision
+// itself reads the namespace live).
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return ns
+}
+
+// enqueueTerminating queues the children being deleted that carry the
+// finalizer in ns, when ns is terminating. Those not deleted yet need no
+// queueing: the namespace controller deletes them, which is an event.
+func (r *Releaser[O]) enqueueTerminating(ctx context.Context, ns client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if ns.GetDeletionTimestamp() == nil {
+		return
+	}
+	list := r.opts.NewChildList()
+	if err := r.cache.List(ctx, list, client.InNamespace(ns.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "capture: list children in a terminating namespace", "namespace", ns.GetName())
+		return
+	}
+	_ = meta.EachListItem(list, func(obj runtime.Object) error {
+		if o, ok := obj.(client.Object); ok && o.GetDeletionTimestamp() != nil && controllerutil.ContainsFinalizer(o, r.opts.Finalizer) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
 		return nil
 	})
 }

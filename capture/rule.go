@@ -34,6 +34,10 @@ const (
 	ReasonOwnerFinished Reason = "OwnerFinished"
 	// ReasonOrphan: the child has no owner reference of the owner kind.
 	ReasonOrphan Reason = "Orphan"
+	// ReasonNamespaceTerminating: the child is being deleted and its
+	// namespace, which is also its owner's, is terminating: the owner goes
+	// with it, so nothing will read the result.
+	ReasonNamespaceTerminating Reason = "NamespaceTerminating"
 
 	// ReasonOwnerActive: held because the owner is active, the result is not
 	// recorded, and the child is not (yet) both terminal and being deleted.
@@ -67,6 +71,27 @@ type Facts struct {
 	ChildTerminal bool
 	// ChildDeleting: the child has a deletion timestamp.
 	ChildDeleting bool
+	// NamespaceTerminating: the child's namespace (an owner reference
+	// names an owner in the child's own namespace) has a deletion
+	// timestamp or phase Terminating. Releaser looks it up, live, only for
+	// a child being deleted that no other reason releases.
+	//
+	// Decision: a terminating namespace releases. Kubernetes deletes a
+	// namespace's Pods first and deletes nothing else (the owner included)
+	// while any Pod remains (ordered namespace deletion, always on in 1.37).
+	// Holding a Pod for an owner that has not recorded its result then
+	// deadlocks: the Pod waits for the owner, the owner's deletion waits for
+	// the Pod, and the owner's controller may be gone already (its own Pod
+	// in the same namespace went first). The owner is going and its status
+	// with it, so no result can be lost that anyone could still read.
+	//
+	// It is not forgeable by a namespace's users: Namespace is a
+	// cluster-scoped object they cannot create or write, and its deletion
+	// timestamp and phase are set by the apiserver when the namespace is
+	// deleted and never cleared. A user allowed to delete the namespace
+	// does delete the owner with it. Nothing a tenant writes (labels,
+	// annotations, their own objects) is read for this fact.
+	NamespaceTerminating bool
 }
 
 // Decision is the rule's verdict.
@@ -94,6 +119,8 @@ func Rule(f Facts) Decision {
 		return Decision{Action: Release, Reason: ReasonRecorded}
 	case f.OwnerFinished:
 		return Decision{Action: Release, Reason: ReasonOwnerFinished}
+	case f.ChildDeleting && f.NamespaceTerminating:
+		return Decision{Action: Release, Reason: ReasonNamespaceTerminating}
 	case f.ChildDeleting && f.ChildTerminal:
 		return Decision{Action: Persist, Reason: ReasonPersisted}
 	case f.ChildDeleting:

@@ -65,6 +65,22 @@ func TestRule(t *testing.T) {
 			facts: with(active, func(f *capture.Facts) { f.ChildTerminal = true }),
 			want:  capture.Decision{Action: capture.Hold, Reason: capture.ReasonOwnerActive},
 		},
+		"deleting before it finished, namespace terminating": {
+			facts: with(active, func(f *capture.Facts) { f.ChildDeleting, f.NamespaceTerminating = true, true }),
+			want:  capture.Decision{Action: capture.Release, Reason: capture.ReasonNamespaceTerminating},
+		},
+		"terminal and deleting, namespace terminating: no persist into an owner that goes": {
+			facts: with(active, func(f *capture.Facts) { f.ChildTerminal, f.ChildDeleting, f.NamespaceTerminating = true, true, true }),
+			want:  capture.Decision{Action: capture.Release, Reason: capture.ReasonNamespaceTerminating},
+		},
+		"recorded, namespace terminating: recorded names it": {
+			facts: with(active, func(f *capture.Facts) { f.Recorded, f.ChildDeleting, f.NamespaceTerminating = true, true, true }),
+			want:  capture.Decision{Action: capture.Release, Reason: capture.ReasonRecorded},
+		},
+		"namespace terminating, child not deleted yet: the namespace controller deletes it first": {
+			facts: with(active, func(f *capture.Facts) { f.NamespaceTerminating = true }),
+			want:  capture.Decision{Action: capture.Hold, Reason: capture.ReasonOwnerActive},
+		},
 		"running": {
 			facts: active,
 			want:  capture.Decision{Action: capture.Hold, Reason: capture.ReasonOwnerActive},

@@ -16,7 +16,7 @@
 // status.nodes, or Argo has taken this very Pod's failure as a restart), or
 // the Workflow is gone, being deleted, finished or terminated
 // (spec.shutdown Terminate: cancelled), or the Pod has no Workflow owner
-// (an orphan). A Stop (spec.shutdown Stop) is not an end: Argo still
+// (an orphan), or the Pod is being deleted in a terminating namespace. A Stop (spec.shutdown Stop) is not an end: Argo still
 // records the nodes of finished Pods and runs the exit handler, which reads
 // them, so the guard waits for the record or the final phase (Finished).
 // Elapsed time never releases it. Unlike capture's default, the guard never
@@ -25,6 +25,20 @@
 // themselves, from the Pod that is still there. A held Pod past
 // Options.PendingThreshold is reported (a Warning Event,
 // finale_capture_overdue, the watchdog), and stays.
+//
+// # A terminating namespace
+//
+// Kubernetes 1.37 deletes a namespace's Pods first and nothing else, the
+// Workflows included, while a Pod remains. When nothing records the nodes
+// (Argo absent, its workers stopped, or its own Pod deleted first in the
+// same namespace), holding the Pods for their Workflow would hang the
+// namespace for ever. The Workflow goes with the namespace, so the guard
+// releases a deleted Pod there (capture's ReasonNamespaceTerminating),
+// counts it (finale_capture_releases_total{reason="NamespaceTerminating"})
+// and emits EventReasonReleasedNamespaceTerminating, which the guard
+// command sends to its own namespace since a terminating one refuses
+// Events. Tenants cannot fake it: they cannot write Namespace objects. The
+// guard reads and watches Namespaces for this (its ClusterRole).
 //
 // # A guard that is down
 //
@@ -54,9 +68,14 @@
 //     not say why it hangs.)
 //   - The remedy is to start the guard again: it releases by the rule,
 //     nothing lost. To remove the guard instead, Uninstall (`guard
-//     uninstall`) deletes what marks (bindings, policy, Lease), waits until
-//     a dry-run workflow Pod goes unmarked, and removes the finalizer from
-//     every Pod, Argo's own finalizers untouched.
+//     uninstall`) removes the finalizer from every Pod first (Argo's own
+//     untouched, in every namespace, terminating or not), then deletes what
+//     marks (bindings, policy), waits until a dry-run workflow Pod goes
+//     unmarked (outside the guard's namespace when that one is
+//     terminating), releases Pods marked meanwhile, and deletes the
+//     heartbeat Lease, the evidence finale audit reads, last. Stopped part
+//     way, it says which step failed, how many Pods it released and what
+//     is still in place; run again, it resumes.
 //
 // # Limits
 //

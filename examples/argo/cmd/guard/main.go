@@ -5,7 +5,7 @@
 // timer. --kubeconfig, or the in-cluster config.
 //
 //	guard [flags]                     run the guard
-//	guard uninstall [flags]           remove the policy, its bindings, the heartbeat, then the finalizer from every Pod
+//	guard uninstall [flags]           remove the finalizer from every Pod, then the policy, its bindings and the heartbeat
 //
 // Exit status (internal/exitcode, finale's table): 0 success, 1 failed,
 // 64 a usage error (unknown flag, bad value, extra argument).
@@ -32,7 +32,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/finale-dev/finale/capture"
 	"github.com/finale-dev/finale/examples/argo/guard"
+	"github.com/finale-dev/finale/internal/eventrec"
 	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -40,8 +42,9 @@ import (
 const usage = `usage:
   guard [flags]                 run the guard (flags below)
   guard uninstall [--kubeconfig PATH] [--namespace NS] [--wait 60s]
-                                delete the guard's admission policy, its bindings and its
-                                heartbeat Lease, then remove %s from every Pod;
+                                remove %s from every Pod (in every namespace,
+                                terminating or not), then delete the guard's admission
+                                policy, its bindings and, last, its heartbeat Lease;
                                 Argo's own finalizers are untouched
 
 flags:
@@ -69,7 +72,7 @@ func uninstall(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("uninstall", flag.ContinueOnError)
 	fs.SetOutput(out)
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; default $KUBECONFIG, then the in-cluster config, then ~/.kube/config")
-	ns := fs.String("namespace", "argo", "the guard's namespace (its heartbeat Lease; admission is probed there with a dry-run Pod)")
+	ns := fs.String("namespace", "argo", "the guard's namespace (its heartbeat Lease; admission is probed there with a dry-run Pod, or elsewhere when it is terminating)")
 	waitFor := fs.Duration("wait", guard.DefaultUninstallWait, "how long to wait for the apiserver to stop adding the finalizer")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), usage, guard.Finalizer)
@@ -103,7 +106,11 @@ func uninstall(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "deleted Lease %s/%s (the guard's heartbeat)\n", *ns, guard.HeartbeatName)
 	}
 	if err != nil {
+		// The error names the step, the Pods released and what is left.
 		return fmt.Errorf("uninstall: %w", err)
+	}
+	if rep.ProbedIn != "" && rep.ProbedIn != *ns {
+		fmt.Fprintf(out, "namespace %s refuses new objects (terminating); admission was probed in %s\n", *ns, rep.ProbedIn)
 	}
 	fmt.Fprintf(out, "new workflow Pods no longer get %s\n", guard.Finalizer)
 	fmt.Fprintf(out, "removed %s from %d Pods (%d of them being deleted); other finalizers untouched\n", guard.Finalizer, rep.Released, rep.Deleting)
@@ -205,9 +212,23 @@ func serve(args []string) error {
 			return fmt.Errorf("%w (or pass --skip-policy-check)", err)
 		}
 	}
-	wd := watchdog.New(watchdog.Options{Scheme: scheme, Recorder: mgr.GetEventRecorder("argo-guard")})
+	// A terminating namespace refuses Events, and that is where the guard
+	// releases Pods because their namespace goes: those Events, and the
+	// overdue ones, go to the guard's own namespace instead.
+	if err := eventrec.Informer(context.Background(), mgr); err != nil {
+		return err
+	}
+	rec, err := eventrec.For(mgr, "argo-guard", eventrec.Options{
+		Namespaces: mgr.GetCache(),
+		Fallback:   heartbeatNS,
+		Redirect:   []string{capture.EventReasonReleasedNamespaceTerminating, capture.EventReasonPending},
+	})
+	if err != nil {
+		return err
+	}
+	wd := watchdog.New(watchdog.Options{Scheme: scheme, Recorder: rec})
 	g, err := guard.New(mgr.GetAPIReader(), mgr.GetClient(), guard.Options{
-		Events:                  mgr.GetEventRecorder("argo-guard"),
+		Events:                  rec,
 		Watchdog:                wd,
 		PendingThreshold:        *pending,
 		MaxConcurrentReconciles: *workers,
