@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestAdapterSizesInReadme keeps the adapter sizes the README states true.
+// TestAdapterSizesInReadme keeps the adapter sizes examples/postgres/README.md
+// states true.
 func TestAdapterSizesInReadme(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../README.md") // examples/postgres/README.md
 	if err != nil {
 		t.Fatal(err)
 	}
