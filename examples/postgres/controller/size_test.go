@@ -29,7 +29,7 @@ func TestAdapterSizesInReadme(t *testing.T) {
 		}
 		want := fmt.Sprintf("`%s`, %d lines (%d of code)", name, len(lines), code)
 		if !strings.Contains(text, want) {
-			t.Errorf("README does not say %q", want)
+			t.Errorf("examples/postgres/README.md does not say %q", want)
 		}
 	}
 }
