@@ -174,7 +174,7 @@
 // name, a connection of the record's name that proves the record's
 // deployment, and the same namespace instance (a namespace is a tenancy
 // boundary, and a re-created one is a new tenancy) or an admin's approval.
-// See SECURITY.md and package sweep.
+// See docs/threat-model.md and package sweep.
 //
 // The owner's own delete trusts the channel its parent names: a proxy in
 // that path can move the session to a copy of the deployment after the

@@ -9,7 +9,7 @@
 //
 // It is internal: it models finale's own protocol, its states are finale's
 // implementation, and what users need from it is its verdict, in the
-// README and in the counterexamples it prints, not an API to keep stable.
+// docs/scenarios.md and in the counterexamples it prints, not an API to keep stable.
 //
 // # What is modelled
 //

@@ -73,7 +73,7 @@
 //
 // # Threat model
 //
-// SECURITY.md at the repository root is the whole model; this is the part
+// docs/threat-model.md at the repository root is the whole model; this is the part
 // the controllers enforce.
 //
 //   - Users can write Servers, Roles and Databases, not the records (see

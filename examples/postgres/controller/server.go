@@ -37,7 +37,7 @@ const (
 // Messages of a Server the operator cannot use. They carry the error's
 // class, never its text: a Server's status and Events are read by its
 // namespace's users, and "connection refused" against "i/o timeout" would
-// make the operator a port scanner for them (SECURITY.md). A closed port, a
+// make the operator a port scanner for them (docs/threat-model.md). A closed port, a
 // port speaking another protocol and an address that never answers all
 // read as MessageUnreachable. The error itself goes to the operator's log.
 const (

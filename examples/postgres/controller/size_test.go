@@ -7,9 +7,10 @@ import (
 	"testing"
 )
 
-// TestAdapterSizesInReadme keeps the adapter sizes the README states true.
+// TestAdapterSizesInReadme keeps the adapter sizes examples/postgres/README.md
+// states true.
 func TestAdapterSizesInReadme(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../README.md") // examples/postgres/README.md
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestAdapterSizesInReadme(t *testing.T) {
 		}
 		want := fmt.Sprintf("`%s`, %d lines (%d of code)", name, len(lines), code)
 		if !strings.Contains(text, want) {
-			t.Errorf("README does not say %q", want)
+			t.Errorf("examples/postgres/README.md does not say %q", want)
 		}
 	}
 }

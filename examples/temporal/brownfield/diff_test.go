@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite adoption.diff from the two buil
 // Bounds of the adoption, in Go lines: what an existing operator edits
 // (lines added, lines removed in files it keeps), and the files it drops.
 // They are the measured figures: a change that grows the adoption must
-// say so here and in the README.
+// say so here and in docs/adopting.md.
 const (
 	maxAdded   = 24
 	maxRemoved = 37
@@ -28,8 +28,8 @@ var wantDropped = []string{"clientpool.go"}
 
 const (
 	diffFile   = "adoption.diff"
-	readmePath = "../../../README.md"
-	// readmeFigure is how the README states the size; %d: added, removed.
+	readmePath = "../../../docs/adopting.md"
+	// readmeFigure is how docs/adopting.md states the size; %d: added, removed.
 	readmeFigure = "+%d/−%d Go lines"
 	// readmeDropped is how it states a dropped file: its name and lines.
 	readmeDropped = "(`%s`, %d lines)"
@@ -37,7 +37,7 @@ const (
 
 // TestAdoptionDiff keeps adoption.diff equal to the difference between
 // the naive and the adopted build (their Go files but doc.go), bounds its
-// size, and checks that the README shows it with its size.
+// size, and checks that docs/adopting.md shows it with its size.
 func TestAdoptionDiff(t *testing.T) {
 	d, err := diffDirs("naive", "adopted")
 	if err != nil {
@@ -76,7 +76,7 @@ func TestAdoptionDiff(t *testing.T) {
 	}
 	for _, want := range wants {
 		if !strings.Contains(string(readme), want) {
-			t.Errorf("README.md (\"Adopting finale in an existing operator\") does not contain, verbatim:\n%s", want)
+			t.Errorf("docs/adopting.md (\"The lease, on a real controller\") does not contain, verbatim:\n%s", want)
 		}
 	}
 }

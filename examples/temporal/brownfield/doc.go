@@ -13,7 +13,7 @@
 // requeue; the naive one is still stuck 150 s after the fault, past the
 // SDK's keepalive (30 s + 15 s), with no redial. Beside them, the example
 // operator of examples/temporal/controller runs at the same settings, for
-// the README's production figures.
+// the production figures of examples/temporal/README.md.
 //
 //	go test -v -run TestProductionSettings ./brownfield/
 //	go test -run TestAdoptionDiff ./brownfield/ [-update]

@@ -51,5 +51,5 @@
 // disable (sensible only on loopback). require does not verify the server's
 // certificate; production should use verify-full, the one mode that
 // authenticates the server, and the only one the sweeper acts through
-// (SECURITY.md).
+// (docs/threat-model.md).
 package v1alpha1
