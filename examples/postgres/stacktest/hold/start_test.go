@@ -46,8 +46,7 @@ func TestTenantStartInThePastDoesNotEndTheHold(t *testing.T) {
 	op.stop()
 
 	deleteNamespace(t, c, f.ns)
-	waitTerminatingAndPlainGone(t, c, f.ns)
-	outlast(t, c, f, holdTimeout+time.Second)
+	outlast(t, waitServerDeleting(t, c, f), holdTimeout+time.Second)
 
 	before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
 	startOperator(t, opts)
@@ -81,7 +80,6 @@ func TestHoldEndsAtItsBound(t *testing.T) {
 	}
 	for name, arrange := range cases {
 		t.Run(name, func(t *testing.T) {
-			ctx := t.Context()
 			c := testenv.Client(t, testenv.Scheme())
 			op := startOperator(t, operatorOptions{clock: clock.RealClock{}, timeout: holdTimeout})
 			f := newFixture(t, c, startRoles)
@@ -93,18 +91,11 @@ func TestHoldEndsAtItsBound(t *testing.T) {
 			before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
 			timeouts := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout)))
 			deleteNamespace(t, c, f.ns)
-			srv := newServer()
-			if err := c.Get(ctx, client.ObjectKeyFromObject(f.server), srv); err != nil {
-				t.Fatal(err)
-			}
-			deleted := srv.GetDeletionTimestamp()
-			if deleted == nil {
-				t.Fatal("the Server is not being deleted after its namespace's delete")
-			}
+			deleted := waitServerDeleting(t, c, f)
 			// The bound plus the hold's recheck, the Roles' last pass and the
 			// namespace controller's, with room for a loaded machine.
 			waitNamespaceGone(t, c, f.ns, holdTimeout+waitLong)
-			if took := time.Since(deleted.Time); took < holdTimeout {
+			if took := time.Since(deleted); took < holdTimeout {
 				t.Errorf("namespace gone %v after the deletion, before the hold's %v", took, holdTimeout)
 			}
 			if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != startRoles {
@@ -157,21 +148,36 @@ func breakPassword(t *testing.T, c client.Client, f fixture) {
 	}
 }
 
-// outlast waits until d has passed since the Server's deletionTimestamp:
-// an operator outage longer than the hold's Timeout. It waits on the
-// condition itself (the real clock passing the bound), with a deadline.
-func outlast(t *testing.T, c client.Client, f fixture, d time.Duration) {
+// waitServerDeleting waits until the namespace controller has deleted the
+// Server (held, so it stays, terminating) and returns its
+// deletionTimestamp.
+func waitServerDeleting(t *testing.T, c client.Client, f fixture) time.Time {
 	t.Helper()
-	srv := newServer()
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(f.server), srv); err != nil {
+	var deleted time.Time
+	err := controlplane.WaitFor(t.Context(), waitLong, "the Server to be deleted", func(ctx context.Context) (bool, error) {
+		srv := newServer()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(f.server), srv); err != nil {
+			return false, err
+		}
+		if ts := srv.GetDeletionTimestamp(); ts != nil {
+			deleted = ts.Time
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	deleted := srv.GetDeletionTimestamp()
-	if deleted == nil {
-		t.Fatal("the Server is not being deleted")
-	}
+	return deleted
+}
+
+// outlast waits until d has passed since deleted: an operator outage
+// longer than the hold's Timeout. It waits on the condition itself (the
+// real clock passing the bound), with a deadline.
+func outlast(t *testing.T, deleted time.Time, d time.Duration) {
+	t.Helper()
 	err := controlplane.WaitFor(t.Context(), d+waitLong, fmt.Sprintf("an outage of %v since the deletion", d), func(context.Context) (bool, error) {
-		return time.Since(deleted.Time) > d, nil
+		return time.Since(deleted) > d, nil
 	})
 	if err != nil {
 		t.Fatal(err)
