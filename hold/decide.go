@@ -80,3 +80,19 @@ func decide(o observation, policy AccessPolicy, recheck time.Duration) verdict {
 	}
 	return verdict{Action: actHold, After: after}
 }
+
+// holdStart is when a hold that first looks at a deletion at firstLook
+// starts counting: at that look (so an operator outage does not eat the
+// dependents' Timeout), but never before the deletion (an operator clock
+// behind the API server's does not shorten the hold) and never later than
+// maxDelay after it (so no sequence of restarts, each a new first look,
+// keeps a parent for ever).
+func holdStart(deleted, firstLook time.Time, maxDelay time.Duration) time.Time {
+	if firstLook.Before(deleted) {
+		return deleted
+	}
+	if latest := deleted.Add(maxDelay); firstLook.After(latest) {
+		return latest
+	}
+	return firstLook
+}

@@ -178,3 +178,29 @@ func TestWake(t *testing.T) {
 		})
 	}
 }
+
+// TestHoldStart: the hold counts from its first look at a deletion, but
+// never from before the deletion nor from later than maxDelay after it.
+// Nothing else goes in: no annotation, no stored mark (issue 36, item 5).
+func TestHoldStart(t *testing.T) {
+	deleted := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const maxDelay = 24 * time.Hour
+	cases := map[string]struct {
+		firstLook, want time.Time
+	}{
+		"first look at the deletion":                       {firstLook: deleted, want: deleted},
+		"first look after an outage":                       {firstLook: deleted.Add(3 * time.Hour), want: deleted.Add(3 * time.Hour)},
+		"first look on a clock behind the API server's":    {firstLook: deleted.Add(-time.Hour), want: deleted},
+		"first look exactly maxDelay after the deletion":   {firstLook: deleted.Add(maxDelay), want: deleted.Add(maxDelay)},
+		"first look after maxDelay: counted from maxDelay": {firstLook: deleted.Add(maxDelay + time.Hour), want: deleted.Add(maxDelay)},
+		"first look in 9999 (a clock gone wrong): clamped": {firstLook: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), want: deleted.Add(maxDelay)},
+		"first look in 2000 (a clock gone wrong): clamped": {firstLook: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), want: deleted},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, holdStart(deleted, tc.firstLook, maxDelay)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

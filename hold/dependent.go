@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
@@ -39,10 +40,11 @@ func (h *Hold) Held(parent client.Object) bool {
 // ReleaseWithoutDelete instead of deleting.
 //
 // Otherwise deadline is the hold end (zero while the parent is not being
-// deleted: no bound), on the injected clock. A hold that has not started
-// counting yet (the parent reconciler has not seen the deletion: the
-// operator has just come back, say) ends no sooner than Timeout from now,
-// so it is not over: the dependent deletes.
+// deleted: no bound), on the injected clock. The first question about a
+// deletion, from here or from the parent's reconciler, is the hold's first
+// look at it and starts the hold (Started): a dependent asking before the
+// parent's reconciler has seen the deletion (the operator has just come
+// back, say) gets Timeout from now, not a hold already over.
 func (h *Hold) DependentDeadline(parent client.Object) (deadline time.Time, release bool) {
 	if parent == nil {
 		return time.Time{}, true
@@ -54,24 +56,56 @@ func (h *Hold) DependentDeadline(parent client.Object) (deadline time.Time, rele
 		return time.Time{}, true
 	}
 	now := h.cfg.Clock.Now()
-	end, started := h.end(parent, now)
-	return end, started && !now.Before(end)
+	end := h.end(parent, now)
+	return end, !now.Before(end)
 }
 
-// end is the hold end of a deleting parent: Timeout after the later of its
-// deletionTimestamp and the hold's start (AnnotationStarted). started is
-// false when the hold has not started counting; the end is then what it
-// will be if it starts now.
-func (h *Hold) end(parent client.Object, now time.Time) (end time.Time, started bool) {
-	from := parent.GetDeletionTimestamp().Time
-	at, started := startedAt(parent)
-	if !started {
-		at = now
+// end is the hold end of a deleting parent: Timeout after its start, which
+// this call fixes if it is the hold's first look at the deletion.
+func (h *Hold) end(parent client.Object, now time.Time) time.Time {
+	return h.startOf(parent, now).Add(h.cfg.Timeout)
+}
+
+// startOf returns the start of the hold on a deleting parent, fixing it at
+// now (clamped by holdStart) on the first look at this deletion. Only the
+// deletionTimestamp (the API server's, immutable), the UID and this
+// process's clock go in: nothing the parent's users can write, and no write
+// that could fail. An operator restart forgets the starts; the next look
+// starts the hold again, still never later than MaxStartDelay after the
+// deletion, so the bound survives any number of restarts.
+func (h *Hold) startOf(parent client.Object, now time.Time) time.Time {
+	key := client.ObjectKeyFromObject(parent)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.starts[key]; ok && s.uid == parent.GetUID() {
+		return s.at
 	}
-	if at.After(from) {
-		from = at
+	at := holdStart(parent.GetDeletionTimestamp().Time, now, h.cfg.MaxStartDelay)
+	h.starts[key] = start{uid: parent.GetUID(), at: at}
+	return at
+}
+
+// Started reports when the hold on parent, being deleted, started counting
+// (its end is that plus Timeout); false when this process has not looked at
+// the deletion yet. It is for reports and tests: it starts nothing.
+func (h *Hold) Started(parent client.Object) (time.Time, bool) {
+	if !deleting(parent) {
+		return time.Time{}, false
 	}
-	return from.Add(h.cfg.Timeout), started
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.starts[client.ObjectKeyFromObject(parent)]
+	if !ok || s.uid != parent.GetUID() {
+		return time.Time{}, false
+	}
+	return s.at, true
+}
+
+// forget drops the start of the parent at key: it is gone.
+func (h *Hold) forget(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.starts, key)
 }
 
 // ShouldReleaseWithoutDelete is DependentDeadline's release answer alone.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -187,16 +187,6 @@ func TestDependentPass(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	deletedAt := metav1.NewTime(t0)
 	end := t0.Add(hold.DefaultTimeout)
-	// startedAt marks the hold on p started that long after the deletion
-	// (notStarted: unmarks it).
-	const notStarted = time.Duration(math.MinInt64)
-	startedAt := func(p client.Object, after time.Duration) client.Object {
-		p.SetAnnotations(nil)
-		if after != notStarted {
-			p.SetAnnotations(map[string]string{hold.AnnotationStarted: t0.Add(after).Format(time.RFC3339)})
-		}
-		return p
-	}
 	parent := func(deleting, held bool) client.Object {
 		p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 		if held {
@@ -204,7 +194,6 @@ func TestDependentPass(t *testing.T) {
 		}
 		if deleting {
 			p.DeletionTimestamp = &deletedAt
-			startedAt(p, 0)
 		}
 		return p
 	}
@@ -216,7 +205,10 @@ func TestDependentPass(t *testing.T) {
 	const backoff = time.Minute
 	cases := map[string]struct {
 		parent client.Object
-		// passTook is how long the pass ran before RetryAfter is asked.
+		// firstLook is when the hold first saw the deletion (after it: nil
+		// means at the deletion); passTook is how long the pass ran before
+		// RetryAfter is asked.
+		firstLook           *time.Duration
 		passStart, passTook time.Duration
 		want                want
 	}{
@@ -247,25 +239,35 @@ func TestDependentPass(t *testing.T) {
 			passStart: 10 * time.Minute,
 			want:      want{Deadline: end, Release: true, Retry: time.Millisecond},
 		},
-		"deleted while the operator was down: the hold has not started, so it is not over": {
-			parent:    startedAt(parent(true, true), notStarted),
+		"deleted while the operator was down: this first look starts the hold, so it is not over": {
+			parent:    parent(true, true),
+			firstLook: ptr.To(3 * hold.DefaultTimeout),
 			passStart: 3 * hold.DefaultTimeout,
 			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Retry: backoff},
 		},
 		"started after an outage: counted from its start": {
-			parent:    startedAt(parent(true, true), 3*hold.DefaultTimeout),
+			parent:    parent(true, true),
+			firstLook: ptr.To(3 * hold.DefaultTimeout),
 			passStart: 3*hold.DefaultTimeout + 9*time.Minute,
 			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Retry: time.Minute},
 		},
 		"started after an outage, and over": {
-			parent:    startedAt(parent(true, true), 3*hold.DefaultTimeout),
+			parent:    parent(true, true),
+			firstLook: ptr.To(3 * hold.DefaultTimeout),
 			passStart: 4 * hold.DefaultTimeout,
 			want:      want{Deadline: t0.Add(4 * hold.DefaultTimeout), Release: true, Retry: time.Millisecond},
 		},
-		"a start stamped before the deletion counts from the deletion": {
-			parent:    startedAt(parent(true, true), -time.Hour),
+		"a first look on a clock behind the deletion counts from the deletion": {
+			parent:    parent(true, true),
+			firstLook: ptr.To(-time.Hour),
 			passStart: hold.DefaultTimeout,
 			want:      want{Deadline: t0.Add(hold.DefaultTimeout), Release: true, Retry: time.Millisecond},
+		},
+		"a first look past MaxStartDelay counts from MaxStartDelay: over at once": {
+			parent:    parent(true, true),
+			firstLook: ptr.To(hold.DefaultMaxStartDelay + hold.DefaultTimeout),
+			passStart: hold.DefaultMaxStartDelay + hold.DefaultTimeout,
+			want:      want{Deadline: t0.Add(hold.DefaultMaxStartDelay + hold.DefaultTimeout), Release: true, Retry: time.Millisecond},
 		},
 		"parent deleting and already released: release": {
 			parent: parent(true, false),
@@ -274,8 +276,10 @@ func TestDependentPass(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			clk := clocktesting.NewFakeClock(t0.Add(tc.passStart))
+			clk := clocktesting.NewFakeClock(t0.Add(ptr.Deref(tc.firstLook, 0)))
 			h := unitHold(t, clk)
+			h.DependentDeadline(tc.parent) // the hold's first look
+			clk.SetTime(t0.Add(tc.passStart))
 			var got want
 			got.Deadline, got.Release = h.DependentDeadline(tc.parent)
 			if got.Release != h.ShouldReleaseWithoutDelete(tc.parent) {
@@ -295,8 +299,10 @@ func TestPassContext(t *testing.T) {
 	deletedAt := metav1.NewTime(t0)
 	clk := clocktesting.NewFakeClock(t0.Add(hold.DefaultTimeout - 2*time.Second))
 	h := unitHold(t, clk)
-	p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deletedAt, Finalizers: []string{hold.Finalizer},
-		Annotations: map[string]string{hold.AnnotationStarted: t0.Format(time.RFC3339)}}}
+	p := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deletedAt, Finalizers: []string{hold.Finalizer}}}
+	clk.SetTime(t0)
+	h.DependentDeadline(p) // the hold's first look, at the deletion
+	clk.SetTime(t0.Add(hold.DefaultTimeout - 2*time.Second))
 
 	ctx, cancel := h.PassContext(t.Context(), p)
 	defer cancel()

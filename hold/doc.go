@@ -24,9 +24,12 @@
 //   - A parent with no dependents is never held, so it is deleted at once.
 //   - The hold is bounded: Timeout (default 10 minutes) from when the hold
 //     started, measured on the injected clock.PassiveClock (never the wall
-//     clock; seed follow-up 5). It starts at the hold's first pass over the
-//     parent being deleted, marked on the parent (AnnotationStarted), and
-//     never before the deletionTimestamp. At the end parent and Secret are
+//     clock; seed follow-up 5). It starts at the hold's first look at the
+//     deletion (Started), never before the deletionTimestamp and never
+//     later than MaxStartDelay (default 24 hours) after it, so every hold
+//     ends by deletionTimestamp + MaxStartDelay + Timeout. Nothing the
+//     parent's users can write moves it, and it needs no write: see "The
+//     hold's start" below. At the end parent and Secret are
 //     released; dependents then release WITHOUT their external delete
 //     (ShouldReleaseWithoutDelete, ReleaseWithoutDelete), each counted in
 //     finale_released_without_delete_total{kind} with a Warning Event. Their
@@ -69,13 +72,29 @@
 // down past Timeout would be over on the operator's first look: the parent
 // released at once and every dependent released without its delete,
 // although access works. So the hold counts from its own first look at the
-// deletion: it writes AnnotationStarted (the injected clock's now) on the
-// parent in that pass, and ends Timeout after the later of that and the
-// deletionTimestamp. Until the mark is there, a dependent asking
-// DependentDeadline is told the hold is not over. The mark is written once,
-// so a crash loop does not prolong the hold: the bound is the outage plus
-// Timeout. The cost is one API write per deleting parent that has
-// dependents.
+// deletion (the parent reconciler's pass, or a dependent's DependentDeadline,
+// whichever asks first).
+//
+// The hold's start (issue 36, item 5). The start is kept where the
+// parent's users cannot write it: in the Hold's memory, keyed by the
+// parent's name and UID, computed from the deletionTimestamp (set by the
+// API server, immutable) and the injected clock alone. Earlier versions
+// wrote it on the parent (AnnotationStarted), where a tenant could set it:
+// a start in 2000 ended the hold on the operator's return after an outage
+// and leaked the dependents' external resources; one in 9999 held the
+// parent for ever; and an admission webhook refusing the write kept the
+// hold from ever ending. That annotation is neither written nor read now:
+// one left on an object is harmless. A stored start that survives restarts
+// (in the operator's namespace) was considered and not built: it would
+// put a write, and its failure, back on the path to the bound, and leave
+// records to collect. The price of memory is that an operator restart (or
+// a new leader) during a hold starts it again from its first look, giving
+// the dependents a new Timeout; MaxStartDelay bounds that, so the bound is
+// deletionTimestamp + MaxStartDelay + Timeout however often the operator
+// restarts, and (up to the first pass's delay) deletionTimestamp + Timeout
+// when it runs throughout. An outage longer than MaxStartDelay ends the
+// hold on the operator's return: the dependents are released without their
+// delete, counted, and left to the ledger and the sweeper.
 //
 // The hold end compares the deletionTimestamp (set by the API server) with
 // the injected clock's now. Both clocks are assumed to agree to within
@@ -128,7 +147,7 @@
 // # Access rights and cost
 //
 // The hold needs get, list, watch and patch on the parent kind (patch for
-// its finalizer and AnnotationStarted) and on
+// its finalizer only: the hold writes nothing else on it) and on
 // Secrets, get, list and watch on each dependent kind, and create on
 // events.k8s.io Events. It never needs a Secret's data: its Secret watch is
 // metadata-only (builder.OnlyMetadata) and it reads and patches Secrets as

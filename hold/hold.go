@@ -19,18 +19,26 @@ import (
 const Finalizer = "hold.finale.dev/hold"
 
 // DefaultTimeout bounds a hold, counted from when the hold started (see
-// AnnotationStarted).
+// Started).
 const DefaultTimeout = 10 * time.Minute
 
-// AnnotationStarted records on a deleting parent when its hold started
-// counting: the first pass of the hold over the parent being deleted with
-// dependents still needing it, on the injected clock, RFC 3339. The hold
-// ends Timeout after the later of that and the parent's
-// deletionTimestamp. Counting from the hold's own first look rather than
-// from the deletion alone is what lets the dependents of a parent deleted
-// while the operator was down, for longer than Timeout, still make their
-// deletes when it comes back: the hold then lasts Timeout from its return,
-// once (the annotation is written once, so restarts do not prolong it).
+// DefaultMaxStartDelay bounds how late after a parent's deletionTimestamp
+// its hold can start counting (Config.MaxStartDelay): an operator outage
+// up to this long still gives the dependents Timeout to delete once it is
+// back, and no hold ends later than deletionTimestamp + MaxStartDelay +
+// Timeout, whatever restarts happen in between.
+const DefaultMaxStartDelay = 24 * time.Hour
+
+// AnnotationStarted is where versions before issue 36 wrote the start of a
+// deleting parent's hold: on the parent itself, where the parent's users
+// can write too (a start in 2000 released the hold at once after an
+// outage, one in 9999 held it for ever, and a webhook refusing the write
+// kept it for ever). It is neither written nor read any more: one left on
+// an object is ignored. The constant stays so that tests can show that.
+//
+// Deprecated: the hold's start is the hold's own first look at the
+// deletion, kept in the operator's memory and never before the
+// deletionTimestamp; see Started.
 const AnnotationStarted = "hold.finale.dev/started"
 
 // DefaultRecheck is how often a held parent looks again even when no watch
@@ -172,9 +180,14 @@ type Config struct {
 	// Finalizer defaults to Finalizer.
 	Finalizer string
 	// Timeout defaults to DefaultTimeout. It counts from when the hold
-	// first saw the parent being deleted (AnnotationStarted), and never
-	// from before its deletionTimestamp.
+	// first saw the parent being deleted (Started), and never from before
+	// its deletionTimestamp.
 	Timeout time.Duration
+	// MaxStartDelay defaults to DefaultMaxStartDelay. A hold starts
+	// counting at its first look at the deletion, but never later than
+	// MaxStartDelay after the deletionTimestamp, so every hold ends by
+	// deletionTimestamp + MaxStartDelay + Timeout.
+	MaxStartDelay time.Duration
 	// Recheck defaults to DefaultRecheck.
 	Recheck time.Duration
 	// Clock measures the hold; defaults to the real clock.
@@ -206,11 +219,23 @@ type Hold struct {
 	cfg        Config
 	dependents []dependentKind
 
-	mu     sync.Mutex                    // guards active and setUp
+	mu     sync.Mutex                    // guards active, starts and setUp
 	active map[types.NamespacedName]bool // parents currently held while deleting
+	// starts is when the hold first looked at each parent's deletion: the
+	// start of its hold. It lives here, in the operator's memory, because
+	// nothing a tenant can write may move it and no failed write may
+	// change it (issue 36, item 5); see Started.
+	starts map[types.NamespacedName]start
 	// setUp is set once SetupWithManager registered the controllers: every
 	// dependent kind's reconciler calls it, the first one does the work.
 	setUp bool
+}
+
+// start is the hold's first look at one deletion of a parent: uid tells a
+// parent recreated under the same name apart.
+type start struct {
+	uid types.UID
+	at  time.Time
 }
 
 type dependentKind struct {
@@ -235,8 +260,8 @@ func New(cfg Config) (*Hold, error) {
 	if len(cfg.Dependents) == 0 {
 		return nil, fmt.Errorf("%w: at least one Dependent kind is required", ErrConfig)
 	}
-	if cfg.Timeout < 0 || cfg.Recheck < 0 {
-		return nil, fmt.Errorf("%w: Timeout and Recheck must not be negative", ErrConfig)
+	if cfg.Timeout < 0 || cfg.Recheck < 0 || cfg.MaxStartDelay < 0 {
+		return nil, fmt.Errorf("%w: Timeout, Recheck and MaxStartDelay must not be negative", ErrConfig)
 	}
 	if cfg.ParentKind == "" {
 		cfg.ParentKind = kindName(cfg.Scheme, cfg.Parent)
@@ -250,13 +275,16 @@ func New(cfg Config) (*Hold, error) {
 	if cfg.Recheck == 0 {
 		cfg.Recheck = DefaultRecheck
 	}
+	if cfg.MaxStartDelay == 0 {
+		cfg.MaxStartDelay = DefaultMaxStartDelay
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Classifier == nil {
 		cfg.Classifier = errclass.Default
 	}
-	h := &Hold{cfg: cfg, active: map[types.NamespacedName]bool{}}
+	h := &Hold{cfg: cfg, active: map[types.NamespacedName]bool{}, starts: map[types.NamespacedName]start{}}
 	seen := map[string]bool{}
 	for i, d := range cfg.Dependents {
 		if d.Object == nil || d.ParentName == nil || d.CleanupFinalizer == "" {

@@ -3,10 +3,8 @@ package hold
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,35 +62,6 @@ func newObject(proto client.Object) client.Object {
 func hasFinalizer(obj client.Object, f string) bool { return slices.Contains(obj.GetFinalizers(), f) }
 
 func deleting(obj client.Object) bool { return obj != nil && !obj.GetDeletionTimestamp().IsZero() }
-
-// startedAt is when the hold on a deleting parent started counting, from
-// AnnotationStarted; false when it has not (no annotation, or one that is
-// not a time: written again).
-func startedAt(parent client.Object) (time.Time, bool) {
-	v, ok := parent.GetAnnotations()[AnnotationStarted]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	return t, err == nil
-}
-
-// markStarted writes AnnotationStarted on parent with an optimistic-lock
-// merge patch: a parent read from a cache that has not seen an earlier
-// mark conflicts instead of moving the mark later.
-func markStarted(ctx context.Context, w client.Writer, parent client.Object, at time.Time) error {
-	orig := parent.DeepCopyObject().(client.Object)
-	a := maps.Clone(parent.GetAnnotations())
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[AnnotationStarted] = at.UTC().Format(time.RFC3339)
-	parent.SetAnnotations(a)
-	if err := w.Patch(ctx, parent, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("mark the hold on %s started: %w", client.ObjectKeyFromObject(parent), err)
-	}
-	return nil
-}
 
 // setFinalizer adds or removes f with an optimistic-lock merge patch, so a
 // finalizer another controller adds at the same time is never dropped (the

@@ -170,6 +170,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 	if err := r.Get(ctx, key, parent); err != nil {
 		if apierrors.IsNotFound(err) {
 			h.setActive(key, false)
+			h.forget(key)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("hold: get %s %s: %w", h.cfg.ParentKind, key, err)
@@ -180,10 +181,12 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 	}
 	o := observation{Deleting: deleting(parent), Dependents: total(counts)}
 	var accessErr error
-	started := false
 	if o.Deleting {
 		o.Now = h.cfg.Clock.Now()
-		o.End, started = h.end(parent, o.Now)
+		// The hold's bound needs no write: its start is fixed in memory on
+		// this first look, from the deletionTimestamp and the injected
+		// clock only (startOf).
+		o.End = h.end(parent, o.Now)
 		o.ForegroundMarker = hasFinalizer(parent, foregroundFinalizer)
 		if o.Dependents > 0 && h.cfg.Owned != nil && !o.ForegroundMarker {
 			exists, err := h.cfg.Owned.Exists(ctx, parent)
@@ -227,14 +230,6 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			// Never held (it had no dependents until it was already being
 			// deleted); a finalizer cannot be added now.
 			return reconcile.Result{}, nil
-		}
-		if !started {
-			// The hold's first look at this deletion: it counts from now,
-			// not from a deletion made while the operator was down, so the
-			// dependents get their Timeout to delete (issue 25, item 6).
-			if err := markStarted(ctx, w, parent, o.Now); err != nil {
-				return reconcile.Result{}, fmt.Errorf("hold: %w", err)
-			}
 		}
 		if h.setActive(key, true) {
 			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))

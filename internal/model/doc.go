@@ -62,10 +62,14 @@
 // passes (never while its owner's create is in flight: the window is
 // longer than the calls' timeout), a deleting parent's hold times out once
 // it has started counting. The hold starts counting on its first pass over
-// the deleting parent (it marks the parent, hold.AnnotationStarted; one
-// step), not at the deletion: before that pass the clock may be anywhere,
-// as after an operator outage longer than the timeout, and the real hold
-// is asked with its clock past the deletion plus the timeout.
+// the deleting parent (it remembers the start, hold.Started; one step), not
+// at the deletion: before that pass the clock may be anywhere, as after an
+// operator outage longer than the timeout, and the real hold is asked with
+// its clock past the deletion plus the timeout. The real hold keeps the
+// start in memory, so a crash forgets it and the next look starts the hold
+// again, never later than hold.Config.MaxStartDelay after the deletion; the
+// model keeps the start across a crash and leaves that bound out: a later
+// start only keeps the parent longer, never releases it sooner.
 //
 // # The real code's decisions
 //

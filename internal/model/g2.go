@@ -53,7 +53,7 @@ type G2 struct {
 	// and sweepDirty once someone else wrote that record since the sweeper
 	// read it (its removal is conditional on the version it read).
 	Sweep, SweepI, SweepVia, SweepSeen uint8
-	Started                            uint8 // bit p: parent p's hold started counting (hold.AnnotationStarted)
+	Started                            uint8 // bit p: parent p's hold started counting (hold.Started)
 	TimedOut                           uint8 // bit p: parent p's hold timed out
 	Excused                            uint8 // bit i: released without delete after its hold timed out
 	Foreign                            uint8 // someone else's resource with dependent 0's name: 1 exists, 2 deleted

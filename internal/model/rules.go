@@ -60,7 +60,7 @@ type Rules struct {
 	// not imply a held Secret).
 	SecretHeldBeforeCreate bool
 	// HoldFromStart: a deleting parent's hold counts its timeout from the
-	// hold's first look at the deletion (hold.AnnotationStarted), not from
+	// hold's first look at the deletion (hold.Started), not from
 	// the deletion: after an outage longer than the timeout the dependents
 	// still get the timeout to delete (issue 25, item 6). Off, the timeout
 	// may pass before the hold has ever seen the deletion.

@@ -50,7 +50,7 @@ type holdTime uint8
 
 const (
 	// htUnstarted: the hold has not looked at the deletion yet (no
-	// hold.AnnotationStarted); the clock is past the deletionTimestamp
+	// hold.Started); the clock is past the deletionTimestamp
 	// plus the timeout, as after an outage longer than the hold.
 	htUnstarted holdTime = iota
 	// htRunning: started, within its timeout.
@@ -99,16 +99,30 @@ func key(p, s version, t holdTime, deps []version) holdKey {
 	return k
 }
 
-func (h *realHold) newHold(now time.Time) (*hold.Hold, error) {
-	return hold.New(hold.Config{
+// newHold is hold's Hold with its clock at now(t) and, unless t is
+// htUnstarted, its first look at parent's deletion (when parent is being
+// deleted) taken at the deletion: the hold keeps its start in its own
+// memory (issue 36, item 5), so a hold that "has started" is one that has
+// looked before.
+func (h *realHold) newHold(t holdTime, parent client.Object) (*hold.Hold, error) {
+	clk := clocktesting.NewFakeClock(tableEpoch)
+	hd, err := hold.New(hold.Config{
 		Parent: &corev1.Service{}, ParentKind: "Parent",
 		SecretName: func(client.Object) string { return tableSecret },
 		Dependents: []hold.Dependent{{
 			Kind: "Dependent", Object: &corev1.ConfigMap{}, CleanupFinalizer: tableCleanupFin,
 			ParentName: func(o client.Object) string { return o.GetAnnotations()["parent"] },
 		}},
-		Scheme: h.scheme, Clock: clocktesting.NewFakePassiveClock(now), Timeout: tableTimeout,
+		Scheme: h.scheme, Clock: clk, Timeout: tableTimeout,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if t != htUnstarted && parent != nil && !parent.GetDeletionTimestamp().IsZero() {
+		hd.DependentDeadline(parent) // the first look, at the deletion
+	}
+	clk.SetTime(now(t))
+	return hd, nil
 }
 
 // now is the clock for t. A hold that started did so at the deletion.
@@ -137,13 +151,15 @@ func setMeta(o client.Object, name string, v version, fin string) {
 }
 
 func (h *realHold) world(k holdKey) (client.Client, *hold.Hold, error) {
-	hd, err := h.newHold(now(k.T))
+	var objs []client.Object
+	var parent client.Object
+	if k.P.exists() {
+		parent = parentAt(k.P)
+		objs = append(objs, parent)
+	}
+	hd, err := h.newHold(k.T, parent)
 	if err != nil {
 		return nil, nil, err
-	}
-	var objs []client.Object
-	if k.P.exists() {
-		objs = append(objs, parentAt(k.P, k.T))
 	}
 	if k.S.exists() {
 		s := &corev1.Secret{}
@@ -166,13 +182,10 @@ func (h *realHold) world(k holdKey) (client.Client, *hold.Hold, error) {
 	return b.Build(), hd, nil
 }
 
-// parentAt is the parent at version v whose hold stands at t.
-func parentAt(v version, t holdTime) client.Object {
+// parentAt is the parent at version v.
+func parentAt(v version) client.Object {
 	p := &corev1.Service{}
 	setMeta(p, tableParent, v, hold.Finalizer)
-	if v == vDeleting && t != htUnstarted {
-		p.SetAnnotations(map[string]string{hold.AnnotationStarted: tableEpoch.Format(time.RFC3339)})
-	}
 	return p
 }
 
@@ -189,9 +202,9 @@ func finOf(ctx context.Context, c client.Client, o client.Object, name string) (
 	return slices.Contains(o.GetFinalizers(), hold.Finalizer), nil
 }
 
-// startedOf reads whether the parent carries hold.AnnotationStarted (false
+// startedOf reads whether hd has started the hold on the parent (false
 // when it is gone).
-func startedOf(ctx context.Context, c client.Client) (bool, error) {
+func startedOf(ctx context.Context, c client.Client, hd *hold.Hold) (bool, error) {
 	p := &corev1.Service{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: tableNS, Name: tableParent}, p)
 	if apierrors.IsNotFound(err) {
@@ -200,7 +213,7 @@ func startedOf(ctx context.Context, c client.Client) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	_, ok := p.GetAnnotations()[hold.AnnotationStarted]
+	_, ok := hd.Started(p)
 	return ok, nil
 }
 
@@ -226,7 +239,7 @@ func (h *realHold) Parent(p, s version, t holdTime, deps []version) holdAnswer {
 		a.SFin, err = finOf(ctx, c, &corev1.Secret{}, tableSecret)
 	}
 	if err == nil {
-		a.Started, err = startedOf(ctx, c)
+		a.Started, err = startedOf(ctx, c, hd)
 	}
 	if err != nil {
 		panic(fmt.Sprintf("model: running hold's parent reconciler on %+v: %v", k, err))
@@ -275,13 +288,13 @@ func (h *realHold) Dependent(p version, t holdTime) (held, release bool) {
 	if ok {
 		return a[0], a[1]
 	}
-	hd, err := h.newHold(now(t))
-	if err != nil {
-		panic(fmt.Sprintf("model: hold.New: %v", err))
-	}
 	var parent client.Object
 	if p.exists() {
-		parent = parentAt(p, t)
+		parent = parentAt(p)
+	}
+	hd, err := h.newHold(t, parent)
+	if err != nil {
+		panic(fmt.Sprintf("model: hold.New: %v", err))
 	}
 	a = [2]bool{hd.Held(parent), hd.ShouldReleaseWithoutDelete(parent)}
 	h.mu.Lock()

@@ -168,6 +168,9 @@ type operatorOptions struct {
 	policy hold.AccessPolicy
 	// owned, when set, builds the hold's Owned check.
 	owned func(client.Reader) hold.Owned
+	// timeout, when set, is the hold's Timeout (a test setting: the
+	// default is hold.DefaultTimeout).
+	timeout time.Duration
 }
 
 func startOperator(t testing.TB, opts operatorOptions) *operator {
@@ -195,6 +198,7 @@ func startOperator(t testing.TB, opts operatorOptions) *operator {
 		cfg.Owned = opts.owned(mgr.GetClient())
 	}
 	cfg.AccessPolicy = opts.policy
+	cfg.Timeout = opts.timeout
 	h, err := hold.New(cfg)
 	if err != nil {
 		t.Fatal(err)

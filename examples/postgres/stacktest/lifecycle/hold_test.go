@@ -106,17 +106,15 @@ func TestDeletionWithinAndAfterTheHold(t *testing.T) {
 			if err := e.c.Delete(t.Context(), e.parent()); err != nil {
 				t.Fatal(err)
 			}
-			// The hold's parent reconciler (not run here) marks the hold
-			// started on its first look; here that is at the deletion, and
-			// the clock starts there.
+			// The hold starts on its first look at the deletion (the
+			// parent reconciler's, not run here, or a dependent's); here
+			// that is at the deletion, and the clock starts there.
 			p := e.parent()
-			base := p.DeepCopy()
-			p.Annotations = map[string]string{hold.AnnotationStarted: p.DeletionTimestamp.UTC().Format(time.RFC3339)}
-			if err := e.c.Patch(t.Context(), p, client.MergeFrom(base)); err != nil {
-				t.Fatal(err)
-			}
 			clk := clocktesting.NewFakeClock(p.DeletionTimestamp.Time)
 			h := newHold(t, e, clk)
+			if _, release := h.DependentDeadline(p); release {
+				t.Fatal("the hold is over on its first look at the deletion")
+			}
 			r := e.reconciler(nil, lifecycle.Options{Ledger: e.led, Hold: h})
 			// The parent is deleting: nothing new is created through it.
 			reconcileOnce(t, r, w)
