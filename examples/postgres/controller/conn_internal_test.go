@@ -81,7 +81,7 @@ func TestAuthentication(t *testing.T) {
 		"trusted host, another port":    {key("127.0.0.1", 15432, v1alpha1.SSLModeDisable, ""), trusted, ""},
 		"trusted IPv6 and port":         {key("::1", 6432, v1alpha1.SSLModeDisable, ""), trusted, "[::1]:6432" + vouched},
 		"trusted IPv6, another port":    {key("::1", 5432, v1alpha1.SSLModeDisable, ""), trusted, ""},
-		"IPv4-mapped IPv6 of a trusted": {key("::ffff:127.0.0.1", 5432, v1alpha1.SSLModeDisable, ""), trusted, "::ffff:127.0.0.1:5432" + vouched},
+		"IPv4-mapped IPv6 of a trusted": {key("::ffff:127.0.0.1", 5432, v1alpha1.SSLModeDisable, ""), trusted, "[::ffff:127.0.0.1]:5432" + vouched},
 		"trusted name, other case":      {key("pg.sidecar.local", 5432, v1alpha1.SSLModeRequire, ""), trusted, "pg.sidecar.local:5432" + vouched},
 		"trusted name, another port":    {key("pg.sidecar.local", 5433, v1alpha1.SSLModeRequire, ""), trusted, ""},
 		"name below a trusted name":     {key("x.pg.sidecar.local", 5432, v1alpha1.SSLModeDisable, ""), trusted, ""},
