@@ -111,6 +111,19 @@ func New(store Store, opts Options) (*Ledger, error) {
 	return &Ledger{store: store, key: opts.Key, clock: opts.Clock, class: opts.Classifier, remember: opts.Remember, mem: map[types.UID]*Record{}}, nil
 }
 
+// ErrNoNotes: the ledger's Store keeps no notes (it is not a Noter).
+var ErrNoNotes = errors.New("ledger: the store keeps no notes")
+
+// Note keeps the sweeper's verdict n on the stored record r (see Noter);
+// ErrNoNotes when the store cannot. It never changes what the MAC covers.
+func (l *Ledger) Note(ctx context.Context, r *Record, n Note) error {
+	nt, ok := l.store.(Noter)
+	if !ok {
+		return ErrNoNotes
+	}
+	return nt.Note(ctx, r, n)
+}
+
 // Store returns the ledger's store.
 func (l *Ledger) Store() Store { return l.store }
 

@@ -743,3 +743,44 @@ func TestUnauthenticatedConnectionIsNeverUsed(t *testing.T) {
 		t.Error("record or role left after the authenticated sweep")
 	}
 }
+
+// A kept record is reported once per change of the sweeper's verdict, not
+// once per process (issue 36, item 10): the verdict is kept on the record
+// (ledger.Note), so a restarted sweeper, or a new leader, does not event
+// a Retain record or an unreachable one again.
+func TestKeptRecordReportedOncePerChange(t *testing.T) {
+	e := newEnv(t)
+	kept := newWidget(t, e.c, e.users, "kept")
+	e.createWith(t, ledger.Plan{Owner: kept, Policy: ledger.PolicyRetain}, e.a)
+	lost := newWidget(t, e.c, e.users, "lost")
+	e.create(t, lost, e.a)
+	e.deleteOwner(t, kept)
+	e.deleteOwner(t, lost)
+	e.clock.Step(settled)
+	b, _ := pgtarget.Fresh(t, testenv.Postgres(t)) // not the records' deployment
+	for restart := range 3 {
+		s := e.sweeper(t, e.c, b)
+		if _, err := s.Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Step(time.Hour)
+		if n := len(e.events.byReason(sweep.ReasonRetained)); n != 1 {
+			t.Errorf("after %d restarts: %d Retained Events, want 1", restart, n)
+		}
+		if n := len(e.events.byReason(sweep.ReasonUnreachable)); n != 1 {
+			t.Errorf("after %d restarts: %d Unreachable Events, want 1", restart, n)
+		}
+	}
+	for o, want := range map[ledger.Owner]ledger.Note{
+		kept: {State: string(sweep.Retained)},
+		lost: {State: string(sweep.Unreachable), Class: sweep.ClassNotProven},
+	} {
+		r, err := e.store.Get(t.Context(), o.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Note.Same(want) || !r.Note.Since.Equal(t0.Add(settled)) {
+			t.Errorf("note on %s = %+v, want %+v since the first pass", o.Name, r.Note, want)
+		}
+	}
+}
