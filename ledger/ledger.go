@@ -121,6 +121,9 @@ func (l *Ledger) Note(ctx context.Context, r *Record, n Note) error {
 	if !ok {
 		return ErrNoNotes
 	}
+	// The note moves the stored version: a record this ledger remembers
+	// is stale now, and would only cost a conflict.
+	l.drop(r.Owner.UID)
 	return nt.Note(ctx, r, n)
 }
 
