@@ -555,9 +555,10 @@ func TestAuditPendingRecords(t *testing.T) {
 	}
 	present := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "present", UID: cm.UID}
 	gone := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "gone", UID: uuid.NewUUID()}
-	// The gone owner's record was last attempted a minute ago (real time:
-	// the command below reads the real clock).
-	attempted := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	// The gone owner's record was last attempted three minutes ago (real
+	// time: the command below reads the real clock), longer than a 30s
+	// --settle plus the sweeper's clock skew.
+	attempted := time.Now().UTC().Truncate(time.Second).Add(-3 * time.Minute)
 	rec.record(t, ledger.Plan{Owner: present}, attempted.Add(-time.Hour), attempted.Add(-time.Hour), "id-1")
 	rec.record(t, ledger.Plan{Owner: gone}, attempted.Add(-time.Hour), attempted, "id-2")
 
@@ -570,7 +571,11 @@ func TestAuditPendingRecords(t *testing.T) {
 		want verdict
 	}{
 		"within the window": {now: attempted.Add(2 * time.Minute), want: verdict{Pending: 1, Exit: exitPending}},
-		"past the window":   {now: attempted.Add(testSettle + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
+		// The sweeper waits settle plus its clock skew (sweep.SettleWindow):
+		// a record past --settle alone is still pending, never overdue
+		// while the sweeper would leave it alone (issue 36, item 10).
+		"past --settle, within the sweeper's window": {now: attempted.Add(testSettle + time.Second), want: verdict{Pending: 1, Exit: exitPending}},
+		"past the window": {now: attempted.Add(sweep.SettleWindow(testSettle, 0) + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep := mustRun(t, testAuditor(t, recNS, tc.now, ownerNS))
