@@ -1,11 +1,15 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
 
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/postgres/controller"
@@ -44,10 +48,20 @@ func TestServerIdentityFailureIsNotAPassword(t *testing.T) {
 			ns := w.namespace()
 			c.make(ns)
 			srv := &v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}}
-			w.waitCondition(srv, lifecycle.ConditionReady, metav1.ConditionFalse, controller.ReasonConnectFailed)
-			got := meta.FindStatusCondition(srv.Status.Conditions, lifecycle.ConditionReady).Message
-			if got != c.want {
-				t.Errorf("Server Ready message\n got %q\nwant %q", got, c.want)
+			// serverOnTLS pins the CA in a second write: wait for the
+			// message of the Server as it ends up.
+			got := ""
+			err := controlplane.WaitFor(t.Context(), wait, "the Server's identity failure", func(ctx context.Context) (bool, error) {
+				if err := w.c.Get(ctx, client.ObjectKeyFromObject(srv), srv); err != nil {
+					return false, err
+				}
+				if c := meta.FindStatusCondition(srv.Status.Conditions, lifecycle.ConditionReady); c != nil && c.Reason == controller.ReasonConnectFailed {
+					got = c.Message
+				}
+				return got == c.want, nil
+			})
+			if err != nil {
+				t.Errorf("%v: Server Ready message\n got %q\nwant %q", err, got, c.want)
 			}
 			w.waitEvent(ns, "Server", "pg", controller.ReasonConnectFailed)
 		})
