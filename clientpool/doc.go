@@ -12,7 +12,7 @@
 //   - Do(ctx, key, fn) runs fn with the client, classifies fn's error with
 //     errclass (using the context fn ran with, so shutdown reads as
 //     Canceled), and applies the pool's eviction Policy. The policy is one
-//     value held by the pool: DefaultPolicy evicts on Transport and Auth,
+//     value held by the pool: DefaultPolicy evicts on Transport, Auth and Identity,
 //     never on NotFound, Conflict, Invalid, Throttled or Canceled.
 //     NeverEvict reproduces the upstream pool of the seed incident.
 //   - A Lease (Acquire) lends the client to code that passes it down

@@ -98,11 +98,12 @@ func EvictOn(classes ...errclass.Class) Policy {
 	return PolicyFn(func(c errclass.Class, _ error) bool { return set[c] })
 }
 
-// DefaultPolicy evicts on Transport and Auth only: a connection that does not
-// answer, or credentials the server rejects. NotFound, Conflict, Invalid,
+// DefaultPolicy evicts on Transport, Auth and Identity only: a connection
+// that does not answer, credentials the server rejects, or a server whose
+// certificate does not verify (new trust material needs a new dial). NotFound, Conflict, Invalid,
 // Throttled and Canceled are answers from a working client (or the caller
 // giving up) and never evict; churning clients on throttling makes it worse.
-var DefaultPolicy = EvictOn(errclass.Transport, errclass.Auth)
+var DefaultPolicy = EvictOn(errclass.Transport, errclass.Auth, errclass.Identity)
 
 // NeverEvict keeps every client whatever its calls return: the behaviour of
 // the upstream pool before the seed incident's fix. For tests and

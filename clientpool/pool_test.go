@@ -120,7 +120,7 @@ func use(t *testing.T, ctx context.Context, p *clientpool.Pool[string, *fakeClie
 var gr = schema.GroupResource{Group: "g1.test.finale.dev", Resource: "things"}
 
 // TestDefaultPolicyByClass: a failing call evicts (the next Do gets a new
-// client, the old one is closed) exactly for Transport and Auth.
+// client, the old one is closed) exactly for Transport, Auth and Identity.
 func TestDefaultPolicyByClass(t *testing.T) {
 	type result struct {
 		NextClient  int64
@@ -136,6 +136,7 @@ func TestDefaultPolicyByClass(t *testing.T) {
 		"own deadline evicts":         {context.DeadlineExceeded, result{2, 1, errclass.Transport}},
 		"grpc unauthenticated evicts": {status.Error(codes.Unauthenticated, "x"), result{2, 1, errclass.Auth}},
 		"k8s forbidden evicts":        {apierrors.NewForbidden(gr, "x", errors.New("rbac")), result{2, 1, errclass.Auth}},
+		"server identity evicts":      {fmt.Errorf("dial: %w", errclass.ErrNoTLS), result{2, 1, errclass.Identity}},
 		"not found keeps":             {status.Error(codes.NotFound, "x"), result{1, 0, errclass.NotFound}},
 		"conflict keeps":              {apierrors.NewConflict(gr, "x", errors.New("changed")), result{1, 0, errclass.Conflict}},
 		"invalid keeps":               {status.Error(codes.InvalidArgument, "x"), result{1, 0, errclass.Invalid}},

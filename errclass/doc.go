@@ -47,10 +47,17 @@
 // Typed answers (an API status, a gRPC status, an SQLSTATE, an HTTP code)
 // are consulted before transport errors, because an answer proves the round
 // trip worked. A Forbidden create in a terminating namespace is Conflict,
-// not Auth: a fresh client would be refused just the same. Certificate
-// verification failures and TLS alerts are Auth (new trust material or a
-// new client certificate is the fix, which only a redial picks up); a
-// non-TLS reply where a TLS record was expected is Transport. SQLSTATE
+// not Auth: a fresh client would be refused just the same. A service's
+// certificate that does not verify (x509 unknown authority, host name,
+// invalid, constraint, insecure algorithm, missing system roots,
+// tls.CertificateVerificationError), and a service that offers no TLS
+// where it is required (ErrNoTLS, wrapped by the client that knows TLS was
+// required), are Identity: the service's end did not prove who it is, and
+// the fix is trust material or the network path (something in it may be
+// intercepting), never the client's credentials. A TLS alert (the peer
+// rejects the client's certificate) is Auth. Both are fixed by something
+// only a redial picks up. A non-TLS reply where a TLS record was expected
+// is Transport. SQLSTATE
 // 57014 (query_canceled) is Canceled: the server honoured a cancel request,
 // so the connection works. 42501 (insufficient_privilege) is Auth, like
 // gRPC PermissionDenied. Unknown is the honest answer for everything else;

@@ -20,12 +20,21 @@ import (
 // Class is what an error says about the client that returned it.
 type Class string
 
-// The classes. Transport and Auth mean the client (or its connection) is
-// broken and should be dropped; the others are answers from a working one.
+// The classes. Transport, Auth and Identity mean the client (or its
+// connection) is broken and should be dropped; the others are answers from
+// a working one.
+//
+// Identity is the service's end failing to prove who it is: its certificate
+// does not verify (unknown authority, wrong host name, expired or otherwise
+// invalid), or it offers no TLS where TLS is required (ErrNoTLS). It is not
+// Auth, which is the service refusing the client's credentials: under an
+// interception the fix is the trust material or the network path, and an
+// admin sent to the password would change the wrong thing.
 const (
 	Unknown   Class = "Unknown"
 	Transport Class = "Transport"
 	Auth      Class = "Auth"
+	Identity  Class = "Identity"
 	NotFound  Class = "NotFound"
 	Conflict  Class = "Conflict"
 	Throttled Class = "Throttled"
@@ -34,7 +43,7 @@ const (
 )
 
 // Classes lists every class, for metrics that pre-create their series.
-var Classes = []Class{Unknown, Transport, Auth, NotFound, Conflict, Throttled, Canceled, Invalid}
+var Classes = []Class{Unknown, Transport, Auth, Identity, NotFound, Conflict, Throttled, Canceled, Invalid}
 
 // Func classifies err, or reports false when it does not recognise it.
 // ctx is the caller's context (may be nil).
@@ -66,6 +75,14 @@ func New(extra ...Func) *Classifier {
 // Only the code that owns the per-call bound should set it: a caller's
 // deadline, a reconcile timeout or a shutdown must keep its own cause.
 var ErrCallTimeout = errors.New("errclass: the call's own time bound passed without an answer")
+
+// ErrNoTLS is what a client wraps when the service's end answered without
+// TLS although the connection requires it (for PostgreSQL: the server
+// declined SSLRequest under sslmode require or stricter). It classifies as
+// Identity: nothing authenticated the service's end. Drivers report this
+// case without a type of its own (pgx v5 returns a plain error), so the
+// code that knows the connection required TLS wraps it.
+var ErrNoTLS = errors.New("errclass: the service's end offered no TLS where TLS is required")
 
 // Classify returns err's class; nil is "" (no error). ctx is the context the
 // call ran with: when it is done, a Transport verdict is the caller giving
@@ -121,6 +138,9 @@ func builtin(ctx context.Context, err error) (cl Class) {
 func source(err error) Class {
 	if errors.Is(err, context.Canceled) {
 		return Canceled
+	}
+	if errors.Is(err, ErrNoTLS) {
+		return Identity
 	}
 	if cl, ok := kubernetes(err); ok {
 		return cl
@@ -370,9 +390,13 @@ func chain(err error) []error {
 	return out
 }
 
-// tlsError: a peer whose certificate does not verify, or that rejects ours,
-// is a credential problem (Auth): the fix is new trust material or a new
-// client certificate, which only a redial picks up. Garbage where a TLS
+// tlsError: a peer whose certificate does not verify (unknown authority,
+// another host's name, expired, a constraint or algorithm refused, no
+// system roots to verify with) has not proven its identity (Identity): the
+// fix is the trust material, or the network path if something in it
+// answers with its own certificate. A peer that rejects ours (a TLS alert)
+// refuses the client's credential (Auth): the fix is a new client
+// certificate. Both are picked up only by a redial. Garbage where a TLS
 // record was expected is a transport problem.
 func tlsError(err error) (Class, bool) {
 	var (
@@ -380,11 +404,17 @@ func tlsError(err error) (Class, bool) {
 		ua   x509.UnknownAuthorityError
 		ci   x509.CertificateInvalidError
 		he   x509.HostnameError
+		cv   x509.ConstraintViolationError
+		ia   x509.InsecureAlgorithmError
+		sr   x509.SystemRootsError
 		alrt tls.AlertError
 		rh   tls.RecordHeaderError
 	)
 	switch {
-	case errors.As(err, &cve), errors.As(err, &ua), errors.As(err, &ci), errors.As(err, &he), errors.As(err, &alrt):
+	case errors.As(err, &cve), errors.As(err, &ua), errors.As(err, &ci), errors.As(err, &he),
+		errors.As(err, &cv), errors.As(err, &ia), errors.As(err, &sr):
+		return Identity, true
+	case errors.As(err, &alrt):
 		return Auth, true
 	case errors.As(err, &rh):
 		return Transport, true

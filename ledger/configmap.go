@@ -40,6 +40,12 @@ const (
 	//
 	//	kubectl -n <records namespace> annotate configmap finale-cleanup-<old uid> finale.dev/adoption-approved-for=<new uid>
 	AnnotationApproval = "finale.dev/adoption-approved-for"
+	// AnnotationSweepState, AnnotationSweepClass and AnnotationSweepSince
+	// hold the sweeper's Note on a record it keeps (Record.Note): the
+	// state, the error class, and since when (RFC 3339).
+	AnnotationSweepState = "finale.dev/sweep-state"
+	AnnotationSweepClass = "finale.dev/sweep-class"
+	AnnotationSweepSince = "finale.dev/sweep-since"
 )
 
 // Data keys of a record ConfigMap. One key per field keeps records readable
@@ -288,6 +294,7 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 		Tag:          d[keyTag],
 		NamespaceUID: types.UID(d[keyNamespaceUID]),
 		Approval:     types.UID(cm.Annotations[AnnotationApproval]),
+		Note:         noteOf(cm),
 		Version:      cm.ResourceVersion,
 		Source:       reference(cm),
 	}
@@ -318,6 +325,53 @@ func decode(cm *corev1.ConfigMap) (*Record, error) {
 		return r, fmt.Errorf("%s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return r, nil
+}
+
+// noteOf reads the sweeper's Note from cm's annotations; a time that does
+// not parse is left zero (a report, not a field the record depends on).
+func noteOf(cm *corev1.ConfigMap) Note {
+	n := Note{State: cm.Annotations[AnnotationSweepState], Class: cm.Annotations[AnnotationSweepClass]}
+	if t, err := time.Parse(timeLayout, cm.Annotations[AnnotationSweepSince]); err == nil {
+		n.Since = t
+	}
+	return n
+}
+
+// Note implements Noter: it puts n on the stored record as annotations,
+// only if the record is still at r.Version (else ErrConflict), and sets
+// r.Version and r.Note. The zero Note removes them. A merge patch: the
+// record's data and its other annotations are left as they are.
+func (s *ConfigMapStore) Note(ctx context.Context, r *Record, n Note) error {
+	name := ConfigMapName(r.Owner.UID)
+	if r.Source != nil && r.Source.Name != "" {
+		name = r.Source.Name
+	}
+	ann := map[string]any{AnnotationSweepState: nil, AnnotationSweepClass: nil, AnnotationSweepSince: nil}
+	if n.State != "" {
+		ann[AnnotationSweepState] = n.State
+		ann[AnnotationSweepSince] = n.Since.UTC().Format(timeLayout)
+		if n.Class != "" {
+			ann[AnnotationSweepClass] = n.Class
+		}
+	}
+	meta := map[string]any{"annotations": ann}
+	if r.Version != "" {
+		meta["resourceVersion"] = r.Version
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return fmt.Errorf("ledger: note on record %s/%s: %w", s.namespace, name, err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: name}}
+	if err := s.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %s/%s: %w", ErrConflict, s.namespace, name, err)
+		}
+		return fmt.Errorf("ledger: note on record %s/%s: %w", s.namespace, name, err)
+	}
+	r.Version = cm.ResourceVersion
+	r.Note = noteOf(cm)
+	return nil
 }
 
 // decodeLegacy reads a record of LegacySchemaVersion as the previous

@@ -146,6 +146,22 @@ func New(store Store, opts Options) (*Ledger, error) {
 	}, nil
 }
 
+// ErrNoNotes: the ledger's Store keeps no notes (it is not a Noter).
+var ErrNoNotes = errors.New("ledger: the store keeps no notes")
+
+// Note keeps the sweeper's verdict n on the stored record r (see Noter);
+// ErrNoNotes when the store cannot. It never changes what the MAC covers.
+func (l *Ledger) Note(ctx context.Context, r *Record, n Note) error {
+	nt, ok := l.store.(Noter)
+	if !ok {
+		return ErrNoNotes
+	}
+	// The note moves the stored version: a record this ledger remembers
+	// is stale now, and would only cost a conflict.
+	l.drop(r.Owner.UID)
+	return nt.Note(ctx, r, n)
+}
+
 // Store returns the ledger's store.
 func (l *Ledger) Store() Store { return l.store }
 

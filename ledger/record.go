@@ -182,7 +182,26 @@ type Record struct {
 	// stored record). It is not signed: it is the word of whoever may
 	// write the records namespace, which is only the operator and admins.
 	Approval types.UID
+	// Note is the sweeper's last verdict on the record, kept on the stored
+	// record (AnnotationSweepState and friends) so that a restarted
+	// sweeper does not report it again and `finale audit` reads it from
+	// the record rather than from Events that expire. It is not signed: a
+	// report, never a proof; nothing irreversible depends on it.
+	Note Note
 }
+
+// Note is a sweeper's verdict on a record that it keeps: the state (a
+// sweep.State, such as "unreachable"), the error class of the failure
+// that kept it ("" when none), and when the sweeper first found it so.
+// The zero Note is "nothing reported".
+type Note struct {
+	State string
+	Class string
+	Since time.Time
+}
+
+// Same reports whether n says what m says (the time aside).
+func (n Note) Same(m Note) bool { return n.State == m.State && n.Class == m.Class }
 
 // signed is what the MAC covers, in a fixed order and encoding.
 func (r *Record) signed() string {

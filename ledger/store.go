@@ -68,6 +68,15 @@ type Store interface {
 	List(ctx context.Context, limit int64, cont string) (Page, error)
 }
 
+// Noter is a Store that can keep the sweeper's Note on a stored record
+// (ConfigMapStore is one). Note changes only the note, only if the record
+// is still at r.Version (else ErrConflict), and updates r.Version and
+// r.Note. A Store without it keeps no notes: a restarted sweeper then
+// reports its kept records again.
+type Noter interface {
+	Note(ctx context.Context, r *Record, n Note) error
+}
+
 // Page is one page of stored records.
 type Page struct {
 	Records []*Record

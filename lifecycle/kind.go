@@ -172,7 +172,7 @@ type Parts[K comparable, C any] struct {
 //     access check: unless HoldOptions.Access is given, a parent's access
 //     is ready when a proof (Adapter.Prove, no enrolment) through the pool
 //     reaches the service with a working client: an answer, even "not
-//     enrolled", is ready; a failed dial or a Transport or Auth error is
+//     enrolled", is ready; a failed dial or a Transport, Auth or Identity error is
 //     not, and is evented on the parent (G2);
 //   - the watchdog, its Runnable and its CleanupBlocked condition (G1);
 //   - each kind's reconciler, with its watches (SetupWithManager);

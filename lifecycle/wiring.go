@@ -517,7 +517,7 @@ func (w *wiring[P, K, C]) hold() error {
 // from the parent alone, as the sweeper will connect. It asks without
 // enrolling, so it creates nothing: an answer (even "no sentinel for this
 // key") means the service is reached with a working client; a dial that
-// fails (credentials missing, say), or a Transport or Auth error, means it
+// fails (credentials missing, say), or a Transport, Auth or Identity error, means it
 // is not.
 func proofAccess[K comparable, C any](pool Pool[K, C], cl *errclass.Classifier, pc ParentConnector[K], prove func(context.Context, C, ledger.Question) (ledger.Answer, error), keyID string) hold.Access {
 	return hold.AccessFn(func(ctx context.Context, parent client.Object) (bool, error) {
@@ -548,7 +548,7 @@ func accessReady(ctx context.Context, cl *errclass.Classifier, called bool, err 
 		return false
 	}
 	switch cl.Classify(ctx, err) {
-	case errclass.Transport, errclass.Auth, errclass.Canceled:
+	case errclass.Transport, errclass.Auth, errclass.Identity, errclass.Canceled:
 		return false
 	}
 	return true

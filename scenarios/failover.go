@@ -239,7 +239,7 @@ func failoverRun(ctx context.Context, env Env, exe string, seed int64, naive boo
 	if err != nil {
 		return nil, err
 	}
-	fw.replicas = &replicaSet{exe: exe, kubeconfig: env.ControlPlane.Kubeconfig, recNS: w.recNS, watch: []string{fw.main, fw.del}, dir: dir, naive: naive, election: election, all: map[string]*replica{}}
+	fw.replicas = &replicaSet{exe: exe, kubeconfig: env.ControlPlane.Kubeconfig, recNS: w.recNS, watch: []string{fw.main, fw.del}, dir: dir, naive: naive, election: election, trusted: fw.tap.addr(), all: map[string]*replica{}}
 	fw.lease = watchLease(context.WithoutCancel(ctx), w.c, w.recNS)
 	defer func() {
 		fw.replicas.stopAll()

@@ -115,6 +115,9 @@ type replicaSet struct {
 	naive                       bool
 	election                    Election
 	seq                         int
+	// trusted is the tap's host:port, the one path the scenario vouches
+	// for (--sweep-trusted-hosts).
+	trusted string
 
 	mu sync.Mutex
 	// all holds every replica started, by name; guarded by mu.
@@ -142,8 +145,9 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 		// loopback, which must read the statements to time its kills:
 		// the scenario vouches for that path, as an admin would for a
 		// sidecar that authenticates the server. The sweeper acts only
-		// through authenticated connections.
-		"--sweep-trusted-hosts=127.0.0.1",
+		// through authenticated connections. The trust names the tap's
+		// host and port: a host alone is refused.
+		"--sweep-trusted-hosts=" + s.trusted,
 	}
 	args = append(args, s.election.args()...)
 	if s.naive {

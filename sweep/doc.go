@@ -54,8 +54,10 @@
 //     (another tag) are never touched. A restore carries its claim from the
 //     object's creation (a backup keeps annotations).
 //  4. Gone, but the last create attempt is younger than the settle window
-//     plus the tolerated clock skew (Options.Settle, Options.MaxClockSkew;
-//     the attempt was stamped by another replica's clock): Settling.
+//     plus the tolerated clock skew (SettleWindow of Options.Settle and
+//     Options.MaxClockSkew; the attempt was stamped by another replica's
+//     clock): Settling. `finale audit` calls a record overdue past the
+//     same SettleWindow.
 //  5. Gone and settled with policy Retain: Retained. Nothing is deleted and
 //     the record stays, for a restored owner to adopt; it is reported once
 //     (an Event naming the IDs that stay and the kubectl command that drops
@@ -79,6 +81,21 @@
 //     delete by hand in which deployment, and the kubectl command that
 //     removes the record afterwards. Failing and unverified records back
 //     off per record (Options.Interval doubling up to Options.MaxBackoff).
+//
+// # Reported once per change
+//
+// A record the sweeper keeps (Adoptable, Retained, Unverified, Unreachable
+// with its error class, Invalid) is reported (Event, log line) when its
+// verdict changes, and the verdict is kept on the stored record
+// (ledger.Note: the annotations finale.dev/sweep-state, sweep-class and
+// sweep-since), so that a restarted sweeper or a new leader does not report
+// it again, and `finale audit` reads why a record is kept from the record
+// itself rather than from Events, which expire. A record whose owner is
+// back, or whose settle window restarted, loses its note. The note is a
+// report, not a proof: nothing the sweeper deletes or removes depends on
+// it, and whoever could edit it (the records namespace's writers) could
+// delete the record anyway. With a Store that keeps no notes (not a
+// ledger.Noter) the sweeper reports once per change in its own memory.
 //
 // Metrics (controller-runtime's registry): finale_sweep_records{state}
 // (waiting, settling, adoptable, retained, unverified, unreachable, invalid),

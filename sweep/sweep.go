@@ -70,6 +70,26 @@ const (
 	DefaultMaxBackoff   = 30 * time.Minute
 )
 
+// SettleWindow is how long after a record's last create attempt
+// (ledger.Record.SettleFrom) the sweeper leaves a record of a gone owner
+// alone: settle plus the tolerated clock skew between replicas, a zero
+// value standing for its default (DefaultSettle, DefaultMaxClockSkew).
+// It is the one definition of "settled": `finale audit` calls a record
+// overdue past the same window, so the two never disagree.
+func SettleWindow(settle, maxClockSkew time.Duration) time.Duration {
+	if settle == 0 {
+		settle = DefaultSettle
+	}
+	if maxClockSkew == 0 {
+		maxClockSkew = DefaultMaxClockSkew
+	}
+	return settle + maxClockSkew
+}
+
+// ClassNotProven is the class in the Note and Event of a record kept
+// because no allowed connection proved its deployment.
+const ClassNotProven = "NotProven"
+
 // Candidate is a connection the sweeper may use for one record.
 type Candidate struct {
 	// Name says which connection it is ("Server team-a/pg (uid ...)"), for
@@ -337,7 +357,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 			return p.rep, fmt.Errorf("sweep: %w", err)
 		}
 		for _, inv := range page.Invalid {
-			p.invalid(inv)
+			p.invalid(ctx, inv)
 		}
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(s.opts.Workers)
@@ -438,10 +458,14 @@ func (p *pass) countErr(ctx context.Context, err error) errclass.Class {
 	return cl
 }
 
-func (p *pass) invalid(inv ledger.Invalid) {
+func (p *pass) invalid(ctx context.Context, inv ledger.Invalid) {
 	k := key(inv.Record)
 	p.memo(k)
-	if p.settle(k, Invalid, false) {
+	changed := p.settle(k, Invalid, false)
+	if inv.Record != nil && inv.Record.Source != nil {
+		changed = p.report(ctx, inv.Record, Invalid, "", changed)
+	}
+	if changed {
 		ns, name := "", ""
 		if inv.Record != nil && inv.Record.Source != nil {
 			ns, name = inv.Record.Source.Namespace, inv.Record.Source.Name
@@ -485,20 +509,22 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		return
 	case st == alive:
 		p.settle(k, Waiting, false)
+		p.unnote(ctx, r)
 		return
 	case st == namesake:
-		if p.settle(k, Adoptable, false) {
+		if p.report(ctx, r, Adoptable, "", p.settle(k, Adoptable, false)) {
 			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(MessageAdoptable, r.Owner, other), "owner", r.Owner.String())
 			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, MessageAdoptable, r.Owner.String(), other)
 		}
 		return
 	}
-	if p.now.Sub(r.SettleFrom()) < p.s.opts.Settle+p.s.opts.MaxClockSkew {
+	if p.now.Sub(r.SettleFrom()) < SettleWindow(p.s.opts.Settle, p.s.opts.MaxClockSkew) {
 		p.settle(k, Settling, false)
+		p.unnote(ctx, r)
 		return
 	}
 	if r.Policy == ledger.PolicyRetain {
-		p.retain(k, r)
+		p.retain(ctx, k, r)
 		return
 	}
 	cands, err := p.s.opts.Targets.Targets(ctx, r)
@@ -543,7 +569,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		ns, name = r.Source.Namespace, r.Source.Name
 	}
 	if len(tried) == 0 && len(unverified) > 0 {
-		p.unverified(k, r, unverified, ns, name)
+		p.unverified(ctx, k, r, unverified, ns, name)
 		return
 	}
 	for _, u := range unverified {
@@ -554,10 +580,10 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 	}
 	class := p.s.opts.Classifier.Classify(ctx, lastErr)
 	if errors.Is(lastErr, ledger.ErrNotProven) {
-		class = "NotProven"
+		class = ClassNotProven
 	}
 	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(tried, ", "), class, r.ExternalIDs, r.Tag, ns, name}
-	if p.settle(k, Unreachable, true) {
+	if p.report(ctx, r, Unreachable, string(class), p.settle(k, Unreachable, true)) {
 		p.s.opts.Log.Info("cleanup record unreachable: "+fmt.Sprintf(MessageUnreachable, args...), "owner", r.Owner.String(), "error", lastErr.Error())
 		p.event(r, corev1.EventTypeWarning, ReasonUnreachable, MessageUnreachable, args...)
 	} else {
@@ -567,9 +593,9 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 
 // unverified keeps a record whose only connections are unauthenticated,
 // and says so: nothing was asked of them, nothing deleted.
-func (p *pass) unverified(k string, r *ledger.Record, names []string, ns, name string) {
+func (p *pass) unverified(ctx context.Context, k string, r *ledger.Record, names []string, ns, name string) {
 	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(names, ", "), r.ExternalIDs, r.Tag, ns, name}
-	if p.settle(k, Unverified, true) {
+	if p.report(ctx, r, Unverified, "", p.settle(k, Unverified, true)) {
 		p.s.opts.Log.Info("cleanup record kept, no authenticated connection: "+fmt.Sprintf(MessageUnverified, args...), "owner", r.Owner.String())
 		p.event(r, corev1.EventTypeWarning, ReasonUnverified, MessageUnverified, args...)
 	} else {
@@ -582,8 +608,8 @@ func (p *pass) unverified(k string, r *ledger.Record, names []string, ns, name s
 // for a restored owner to adopt (a record removed here is one no restore
 // can claim). An admin is told, once, which resources they are and how to
 // drop the record when nobody will adopt them.
-func (p *pass) retain(k string, r *ledger.Record) {
-	if !p.settle(k, Retained, false) {
+func (p *pass) retain(ctx context.Context, k string, r *ledger.Record) {
+	if !p.report(ctx, r, Retained, "", p.settle(k, Retained, false)) {
 		return
 	}
 	ns, name := "", ""
@@ -596,6 +622,42 @@ func (p *pass) retain(k string, r *ledger.Record) {
 }
 
 var errNoTarget = errors.New("no allowed connection for this record")
+
+// report says whether to report (event, log) that r is kept in state st
+// with class cl, and keeps that verdict on the stored record (ledger.Note),
+// so that each kept record is reported once per change of its verdict,
+// across restarts and leader changes, and `finale audit` reads the verdict
+// from the record, not from Events that expire. changed is what this
+// process's memory says; it decides when the store keeps no notes or the
+// note cannot be written (the record changed meanwhile: the next pass
+// looks again).
+func (p *pass) report(ctx context.Context, r *ledger.Record, st State, cl string, changed bool) bool {
+	n := ledger.Note{State: string(st), Class: cl, Since: p.now}
+	if r.Note.Same(n) {
+		return false
+	}
+	err := p.s.opts.Ledger.Note(ctx, r, n)
+	switch {
+	case err == nil:
+		return true
+	case !errors.Is(err, ledger.ErrNoNotes):
+		p.s.opts.Log.V(1).Info("could not keep the sweeper's verdict on the record", "owner", r.Owner.String(), "state", string(st), "error", err.Error())
+	}
+	return changed
+}
+
+// unnote drops the verdict of an earlier pass from a record that is no
+// longer kept (its owner is back, or a new attempt restarted its settle
+// window), so that a later verdict is reported again. Only records that
+// carry one are written.
+func (p *pass) unnote(ctx context.Context, r *ledger.Record) {
+	if r.Note.State == "" {
+		return
+	}
+	if err := p.s.opts.Ledger.Note(ctx, r, ledger.Note{}); err != nil && !errors.Is(err, ledger.ErrNoNotes) {
+		p.s.opts.Log.V(1).Info("could not drop the sweeper's verdict from the record", "owner", r.Owner.String(), "error", err.Error())
+	}
+}
 
 func (p *pass) forget(k string) {
 	p.s.mu.Lock()

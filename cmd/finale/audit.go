@@ -17,7 +17,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,19 +99,22 @@ exit status: a busy cluster always has some.
 
 flags:
 `
-	msgBadOutput       = "-o %q: want text or json"
-	msgBadSettle       = "--settle %s: want a positive duration"
-	msgExtraArgs       = "unexpected arguments %q: finale audit takes only flags"
-	msgConfig          = "no cluster configuration (pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config): %w"
-	msgKubeconfig      = "--kubeconfig %s: %w"
-	msgUnreachable     = "cannot reach the cluster at %s (check --kubeconfig or $KUBECONFIG and that the apiserver is up): %w"
-	msgGroupFailed     = "API group %s not discovered, its objects are not checked: %v"
-	msgListFailed      = "%s not listed, its deleting objects are not checked: %v"
-	msgObjectRead      = "%s %s: could not read its conditions: %v"
-	msgNoRecordsNS     = "records namespace %s does not exist: no records can be there (wrong --records-namespace?)"
-	msgNoKey           = "records not authenticated (the operator key Secret %s/%s could not be read: %v): a record edited by hand is not detected by this audit; the sweeper refuses such records"
-	msgRecordsList     = "list cleanup records in %s: %w"
-	msgEventsList      = "list events in %s: %w"
+	msgBadOutput   = "-o %q: want text or json"
+	msgBadSettle   = "--settle %s: want a positive duration"
+	msgExtraArgs   = "unexpected arguments %q: finale audit takes only flags"
+	msgConfig      = "no cluster configuration (pass --kubeconfig, set $KUBECONFIG, or create ~/.kube/config): %w"
+	msgKubeconfig  = "--kubeconfig %s: %w"
+	msgUnreachable = "cannot reach the cluster at %s (check --kubeconfig or $KUBECONFIG and that the apiserver is up): %w"
+	msgGroupFailed = "API group %s not discovered, its objects are not checked: %v"
+	msgListFailed  = "%s not listed, its deleting objects are not checked: %v"
+	msgObjectRead  = "%s %s: could not read its conditions: %v"
+	msgNoRecordsNS = "records namespace %s does not exist: no records can be there (wrong --records-namespace?)"
+	msgNoKey       = "records not authenticated (the operator key Secret %s/%s could not be read: %v): a record edited by hand is not detected by this audit; the sweeper refuses such records"
+	msgRecordsList = "list cleanup records in %s: %w"
+	// Notes of the unreachable section: the sweeper's verdict kept on a
+	// record (ledger.Note); the record's Events, while they last, say more.
+	msgNoteUnreachable = "no allowed connection proved the record's deployment or the cleanup failed (last error class %s); the Events on the record say which connections were tried and how to clean up by hand"
+	msgNoteUnverified  = "no connection the sweeper may use authenticates the deployment's server: make one authenticated (for PostgreSQL sslMode verify-full) or clean up by hand; the Events on the record say which"
 	msgOwnerUnknownFmt = "owner lookup failed: %v"
 	msgFindings        = "%w: %s"
 	msgSummary         = "%d stuck deletions, %d records (%d owner gone, %d overdue), %d unreachable"
@@ -149,12 +151,16 @@ var namespaceConditions = []corev1.NamespaceConditionType{
 // report is what the audit found; its JSON names are part of the command's
 // interface, so they only ever grow.
 type report struct {
-	Now              time.Time      `json:"now"`
-	SettleSeconds    int64          `json:"settleSeconds"`
-	RecordsNamespace string         `json:"recordsNamespace"`
-	Deletions        []deletion     `json:"stuckDeletions"`
-	Records          recordsSection `json:"records"`
-	Unreachable      []unreachable  `json:"unreachable"`
+	Now           time.Time `json:"now"`
+	SettleSeconds int64     `json:"settleSeconds"`
+	// RecordSettleSeconds is the sweeper's own window for records
+	// (sweep.SettleWindow: --settle plus the sweeper's default clock
+	// skew): a record is overdue past it, never before the sweeper acts.
+	RecordSettleSeconds int64          `json:"recordSettleSeconds"`
+	RecordsNamespace    string         `json:"recordsNamespace"`
+	Deletions           []deletion     `json:"stuckDeletions"`
+	Records             recordsSection `json:"records"`
+	Unreachable         []unreachable  `json:"unreachable"`
 	// HoldersDown: finalizer holders whose heartbeat Lease has expired
 	// while deleting objects carry one of their finalizers.
 	HoldersDown []holderDown `json:"holdersDown"`
@@ -299,7 +305,7 @@ func (r *report) recheckIn() time.Duration {
 	var in int64
 	for _, g := range r.Records.Gone {
 		if !g.Overdue {
-			in = max(in, r.SettleSeconds-g.AgeSeconds)
+			in = max(in, r.RecordSettleSeconds-g.AgeSeconds)
 		}
 	}
 	return time.Duration(in) * time.Second
@@ -311,7 +317,7 @@ func (r *report) summary() string {
 		s += fmt.Sprintf(msgSummaryInvalid, n)
 	}
 	if n := r.Records.Pending; n > 0 {
-		s += fmt.Sprintf(msgSummaryPending, n, age(r.SettleSeconds), r.recheckIn())
+		s += fmt.Sprintf(msgSummaryPending, n, age(r.RecordSettleSeconds), r.recheckIn())
 	}
 	if n := len(r.HoldersDown); n > 0 {
 		s += fmt.Sprintf(msgSummaryHolders, n)
@@ -472,14 +478,13 @@ func withRate(cfg *rest.Config) *rest.Config {
 // warnings; failures that would make a section lie become errors.
 func runAudit(ctx context.Context, a auditor) (report, error) {
 	now := a.clock.Now()
-	rep := report{Now: now, SettleSeconds: seconds(a.settle), RecordsNamespace: a.recordsNamespace}
+	// One settle: records are overdue past the sweeper's own window
+	// (sweep.SettleWindow), so the audit never calls overdue a record the
+	// sweeper is still leaving alone.
+	rep := report{Now: now, SettleSeconds: seconds(a.settle), RecordSettleSeconds: seconds(sweep.SettleWindow(a.settle, 0)), RecordsNamespace: a.recordsNamespace}
 	rep.Deletions = a.deletions(ctx, now, &rep.Warnings)
 	rep.HoldersDown = a.holders(ctx, now, rep.Deletions, &rep.Warnings)
-	names, err := a.records(ctx, now, &rep)
-	if err != nil {
-		return report{}, err
-	}
-	if rep.Unreachable, err = a.unreachable(ctx, now, names); err != nil {
+	if err := a.records(ctx, now, &rep); err != nil {
 		return report{}, err
 	}
 	return rep, nil
@@ -744,11 +749,12 @@ func (a auditor) addConditions(ctx context.Context, gvr schema.GroupVersionResou
 	}
 }
 
-// records fills the records section and returns the names of the record
-// ConfigMaps that exist, valid or not, so that events about records already
-// removed are not reported.
-func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[string]bool, error) {
-	names := map[string]bool{}
+// records fills the records section, and the unreachable one from the
+// sweeper's verdicts kept on the records (ledger.Note): durable state,
+// never Events, which expire after an hour.
+func (a auditor) records(ctx context.Context, now time.Time, rep *report) error {
+	window := sweep.SettleWindow(a.settle, 0)
+	unreach := []unreachable{}
 	sec := recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}}
 	var nsObj metav1.PartialObjectMetadata
 	nsObj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
@@ -757,7 +763,7 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	}
 	store, err := ledger.NewConfigMapStore(ledger.ReadWriter{Reader: a.reader, Writer: readOnly{}}, a.recordsNamespace)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	list := store.List
 	if l, err := a.ledger(ctx, store); err == nil {
@@ -769,11 +775,13 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	for {
 		p, err := list(ctx, listPage, cont)
 		if err != nil {
-			return nil, fmt.Errorf(msgRecordsList, a.recordsNamespace, err)
+			return fmt.Errorf(msgRecordsList, a.recordsNamespace, err)
 		}
 		for _, r := range p.Records {
 			sec.Total++
-			names[r.Source.Name] = true
+			if u, ok := noted(r, now); ok {
+				unreach = append(unreach, u)
+			}
 			state, err := a.ownerState(ctx, r.Owner)
 			if state == ownerPresent {
 				sec.OwnerPresent++
@@ -794,7 +802,7 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 			switch {
 			case r.Policy == ledger.PolicyRetain:
 				sec.Retained++
-			case age > a.settle:
+			case age > window:
 				g.Overdue = true
 				sec.Overdue++
 			default:
@@ -809,7 +817,6 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 				ir.Owner = ownerOf(inv.Record.Owner)
 				if inv.Record.Source != nil {
 					ir.Record = inv.Record.Source.Name
-					names[ir.Record] = true
 				}
 			}
 			sec.Invalid = append(sec.Invalid, ir)
@@ -824,7 +831,24 @@ func (a auditor) records(ctx context.Context, now time.Time, rep *report) (map[s
 	})
 	slices.SortFunc(sec.Invalid, func(x, y invalidRecord) int { return cmp.Compare(x.Record, y.Record) })
 	rep.Records = sec
-	return names, nil
+	slices.SortFunc(unreach, func(x, y unreachable) int { return cmp.Or(x.Time.Compare(y.Time), cmp.Compare(x.Record, y.Record)) })
+	rep.Unreachable = unreach
+	return nil
+}
+
+// noted is the unreachable entry of a record the sweeper keeps because it
+// could not act (sweep.Unreachable, sweep.Unverified), from its Note.
+func noted(r *ledger.Record, now time.Time) (unreachable, bool) {
+	var reason, note string
+	switch sweep.State(r.Note.State) {
+	case sweep.Unreachable:
+		reason, note = sweep.ReasonUnreachable, fmt.Sprintf(msgNoteUnreachable, r.Note.Class)
+	case sweep.Unverified:
+		reason, note = sweep.ReasonUnverified, msgNoteUnverified
+	default:
+		return unreachable{}, false
+	}
+	return unreachable{Record: r.Source.Name, Reason: reason, Note: note, Time: r.Note.Since, AgeSeconds: seconds(now.Sub(r.Note.Since))}, true
 }
 
 // ledger is a read-only ledger over store with the operator key, so that
@@ -860,65 +884,6 @@ func (a auditor) ownerState(ctx context.Context, o ledger.Owner) (string, error)
 		return ownerGone, nil // a namesake that does not claim the record
 	}
 	return ownerPresent, nil
-}
-
-// unreachable returns, per record that still exists, the sweeper's newest
-// event about it if that says unreachable, unverified (no authenticated
-// connection) or invalid; a newer "swept" event means the problem was
-// resolved.
-func (a auditor) unreachable(ctx context.Context, now time.Time, records map[string]bool) ([]unreachable, error) {
-	newest := map[string]unreachable{}
-	opts := []client.ListOption{client.InNamespace(a.recordsNamespace), client.Limit(listPage)}
-	for {
-		var l eventsv1.EventList
-		if err := a.reader.List(ctx, &l, opts...); err != nil {
-			return nil, fmt.Errorf(msgEventsList, a.recordsNamespace, err)
-		}
-		for i := range l.Items {
-			e := &l.Items[i]
-			if e.Regarding.Kind != "ConfigMap" || !records[e.Regarding.Name] {
-				continue
-			}
-			switch e.Reason {
-			case sweep.ReasonUnreachable, sweep.ReasonUnverified, sweep.ReasonInvalid, sweep.ReasonSwept:
-			default:
-				continue
-			}
-			at := eventTime(e)
-			if prev, ok := newest[e.Regarding.Name]; ok && !at.After(prev.Time) {
-				continue
-			}
-			newest[e.Regarding.Name] = unreachable{
-				Record: e.Regarding.Name, Reason: e.Reason, Note: e.Note, Time: at, AgeSeconds: seconds(now.Sub(at)),
-			}
-		}
-		if l.Continue == "" {
-			break
-		}
-		opts = append(opts, client.Continue(l.Continue))
-	}
-	out := []unreachable{}
-	for _, u := range newest {
-		if u.Reason != sweep.ReasonSwept {
-			out = append(out, u)
-		}
-	}
-	slices.SortFunc(out, func(x, y unreachable) int { return cmp.Or(x.Time.Compare(y.Time), cmp.Compare(x.Record, y.Record)) })
-	return out, nil
-}
-
-// eventTime is when the event was last seen: a repeated event keeps its
-// eventTime and moves its series.
-func eventTime(e *eventsv1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.DeprecatedLastTimestamp.IsZero():
-		return e.DeprecatedLastTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 func printReport(w io.Writer, rep report, format string) error {
@@ -973,7 +938,7 @@ func printReport(w io.Writer, rep report, format string) error {
 			case g.OwnerState == ownerRecreated:
 				state += " (a namesake claims it: nothing is deleted while the claim stands)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.SettleSeconds), g.Owner, state, dash(g.Policy), g.ExternalIDs, g.Deployment, g.Record)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", age(g.AgeSeconds), overdue(g, rep.RecordSettleSeconds), g.Owner, state, dash(g.Policy), g.ExternalIDs, g.Deployment, g.Record)
 		}
 		if s.Retained > 0 {
 			fmt.Fprintf(tw, "%d of them Retain: the sweeper keeps those records, for a restored object to adopt, and deletes nothing\n", s.Retained)

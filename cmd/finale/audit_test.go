@@ -433,31 +433,37 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The sweeper's Events: the newest per record counts, and a record
-	// already removed has nothing left to report.
+	// The sweeper's verdicts, kept on the records (ledger.Note): only an
+	// unreachable or unverified one is reported, from the record itself,
+	// whatever the Events say (they expire after an hour, and a sweeper
+	// that restarts does not repeat them). A Retain verdict is no finding.
 	goneName, recreatedName := ledger.ConfigMapName(gone.UID), ledger.ConfigMapName(recreated.UID)
-	events := []struct {
-		record, reason, note string
-		at                   time.Time
+	noter := rec.l.Store().(ledger.Noter)
+	for _, n := range []struct {
+		uid  types.UID
+		note ledger.Note
 	}{
-		{goneName, sweep.ReasonUnreachable, "older note", now.Add(-30 * time.Minute)},
-		{goneName, sweep.ReasonUnverified, "no connection authenticates deployment-a", now.Add(-20 * time.Minute)},
-		{recreatedName, sweep.ReasonUnreachable, "was unreachable", now.Add(-9 * time.Minute)},
-		{recreatedName, sweep.ReasonSwept, "swept after all", now.Add(-8 * time.Minute)},
-		{ledger.NamePrefix + "removed", sweep.ReasonUnreachable, "record since removed", now.Add(-7 * time.Minute)},
-		{garbage.Name, sweep.ReasonInvalid, "cannot decode", now.Add(-6 * time.Minute)},
+		{gone.UID, ledger.Note{State: string(sweep.Unverified), Since: now.Add(-20 * time.Minute)}},
+		{recreated.UID, ledger.Note{State: string(sweep.Unreachable), Class: sweep.ClassNotProven, Since: now.Add(-9 * time.Minute)}},
+		{retained.UID, ledger.Note{State: string(sweep.Retained), Since: now.Add(-30 * time.Minute)}},
+	} {
+		r, err := rec.l.Store().Get(t.Context(), n.uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := noter.Note(t.Context(), r, n.note); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for i, e := range events {
-		ev := &eventsv1.Event{
-			ObjectMeta:          metav1.ObjectMeta{Namespace: recNS, Name: "sweep-" + string(rune('a'+i))},
-			EventTime:           metav1.NewMicroTime(e.at),
-			ReportingController: "finale.dev/test", ReportingInstance: "test",
-			Action: sweep.ActionSweep, Reason: e.reason, Type: corev1.EventTypeWarning, Note: e.note,
-			Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: recNS, Name: e.record},
-		}
-		if err := c.Create(t.Context(), ev); err != nil {
-			t.Fatalf("create event: %v", err)
-		}
+	stale := &eventsv1.Event{ // an Event of a verdict since changed: not read
+		ObjectMeta:          metav1.ObjectMeta{Namespace: recNS, Name: "sweep-old"},
+		EventTime:           metav1.NewMicroTime(now.Add(-50 * time.Minute)),
+		ReportingController: "finale.dev/test", ReportingInstance: "test",
+		Action: sweep.ActionSweep, Reason: sweep.ReasonUnreachable, Type: corev1.EventTypeWarning, Note: "older note",
+		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: recNS, Name: ledger.ConfigMapName(settling.UID)},
+	}
+	if err := c.Create(t.Context(), stale); err != nil {
+		t.Fatalf("create event: %v", err)
 	}
 
 	rep := mustRun(t, testAuditor(t, recNS, now, ownerNS))
@@ -489,15 +495,15 @@ func TestAuditRecords(t *testing.T) {
 		t.Errorf("the edited record's reason %q does not say it is not signed", rep.Records.Invalid[0].Reason)
 	}
 	wantUnreachable := []unreachable{
-		{Record: goneName, Reason: sweep.ReasonUnverified, Note: "no connection authenticates deployment-a",
-			Time: now.Add(-20 * time.Minute), AgeSeconds: 1200},
-		{Record: garbage.Name, Reason: sweep.ReasonInvalid, Note: "cannot decode", Time: now.Add(-6 * time.Minute), AgeSeconds: 360},
+		{Record: goneName, Reason: sweep.ReasonUnverified, Note: msgNoteUnverified, Time: now.Add(-20 * time.Minute), AgeSeconds: 1200},
+		{Record: recreatedName, Reason: sweep.ReasonUnreachable, Note: fmt.Sprintf(msgNoteUnreachable, sweep.ClassNotProven),
+			Time: now.Add(-9 * time.Minute), AgeSeconds: 540},
 	}
 	if diff := cmp.Diff(wantUnreachable, rep.Unreachable, cmpopts.EquateApproxTime(time.Microsecond)); diff != "" {
 		t.Errorf("unreachable (-want +got):\n%s", diff)
 	}
 	if got, want := rep.summary(), "0 stuck deletions, 7 records (4 owner gone, 2 overdue), 2 unreachable, 2 invalid records, "+
-		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)"; got != want {
+		"1 pending records (owner gone less than 6m0s ago: run again in 4m0s)"; got != want {
 		t.Errorf("summary = %q, want %q", got, want)
 	}
 
@@ -508,7 +514,7 @@ func TestAuditRecords(t *testing.T) {
 	t.Logf("text report:\n%s", text.String())
 	for _, want := range []string{"Cleanup records in " + recNS + ": 7 total, 1 owner present, 4 owner gone (2 overdue, 1 pending)",
 		"1 of them Retain: the sweeper keeps those records, for a restored object to adopt, and deletes nothing", "a namesake claims it",
-		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection authenticates deployment-a"} {
+		"ConfigMap " + ownerNS + "/recreated (uid " + string(recreated.UID) + ")", "no connection the sweeper may use authenticates"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)
 		}
@@ -549,9 +555,10 @@ func TestAuditPendingRecords(t *testing.T) {
 	}
 	present := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "present", UID: cm.UID}
 	gone := ledger.Owner{APIVersion: "v1", Kind: "ConfigMap", Namespace: ownerNS, Name: "gone", UID: uuid.NewUUID()}
-	// The gone owner's record was last attempted a minute ago (real time:
-	// the command below reads the real clock).
-	attempted := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	// The gone owner's record was last attempted three minutes ago (real
+	// time: the command below reads the real clock), longer than a 30s
+	// --settle plus the sweeper's clock skew.
+	attempted := time.Now().UTC().Truncate(time.Second).Add(-3 * time.Minute)
 	rec.record(t, ledger.Plan{Owner: present}, attempted.Add(-time.Hour), attempted.Add(-time.Hour), "id-1")
 	rec.record(t, ledger.Plan{Owner: gone}, attempted.Add(-time.Hour), attempted, "id-2")
 
@@ -564,7 +571,11 @@ func TestAuditPendingRecords(t *testing.T) {
 		want verdict
 	}{
 		"within the window": {now: attempted.Add(2 * time.Minute), want: verdict{Pending: 1, Exit: exitPending}},
-		"past the window":   {now: attempted.Add(testSettle + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
+		// The sweeper waits settle plus its clock skew (sweep.SettleWindow):
+		// a record past --settle alone is still pending, never overdue
+		// while the sweeper would leave it alone (issue 36, item 10).
+		"past --settle, within the sweeper's window": {now: attempted.Add(testSettle + time.Second), want: verdict{Pending: 1, Exit: exitPending}},
+		"past the window": {now: attempted.Add(sweep.SettleWindow(testSettle, 0) + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep := mustRun(t, testAuditor(t, recNS, tc.now, ownerNS))
@@ -583,8 +594,8 @@ func TestAuditPendingRecords(t *testing.T) {
 	t.Logf("text report:\n%s", text.String())
 	for _, want := range []string{
 		"1 owner gone (0 overdue, 1 pending)",
-		"in 3m0s", // the OVERDUE column of the pending record
-		"1 pending records (owner gone less than 5m0s ago: run again in 3m0s)",
+		"in 4m0s", // the OVERDUE column of the pending record: the sweeper's window, settle plus skew
+		"1 pending records (owner gone less than 6m0s ago: run again in 4m0s)",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q", want)
@@ -661,7 +672,7 @@ func TestAuditClean(t *testing.T) {
 	}
 	rep := mustRun(t, testAuditor(t, recNS, time.Now().Add(time.Hour), ns))
 	want := report{
-		Now: rep.Now, SettleSeconds: 300, RecordsNamespace: recNS, Deletions: []deletion{},
+		Now: rep.Now, SettleSeconds: 300, RecordSettleSeconds: 360, RecordsNamespace: recNS, Deletions: []deletion{},
 		Records: recordsSection{Gone: []goneRecord{}, Invalid: []invalidRecord{}, Authenticated: true}, Unreachable: []unreachable{},
 		HoldersDown: []holderDown{},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/sweep"
 )
@@ -265,11 +266,11 @@ func TestNamespaceReuseIsNotATakeover(t *testing.T) {
 // namesake lives on. Before, any namesake made the old record "adoptable"
 // and the old role leaked for the namesake's whole life. The Server is in
 // plain text on loopback, which this admin vouches for
-// (SweepTrustedHosts): the sweeper acts only through an authenticated
-// connection.
+// (SweepTrustedHosts, its host and port): the sweeper acts only through an
+// authenticated connection.
 func TestPlainRecreateIsNotAClaim(t *testing.T) {
 	opts := sweepFast
-	opts.SweepTrustedHosts = []string{"127.0.0.1"}
+	opts.SweepTrustedHosts = []string{testenv.Postgres(t).Addr()}
 	w := start(t, opts)
 	ns := w.server()
 	first := role(ns, "app", pgtarget.RandomName("first_"))

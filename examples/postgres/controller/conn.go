@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -382,7 +383,17 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		}
 	}
 	start := time.Now()
+	var seen replies
+	if requiresTLS(k.SSLMode) {
+		cfg.DialFunc = seen.wrap(cfg.DialFunc)
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil && seen.declined.Load() {
+		// The server (or whatever answers at its address) declined TLS:
+		// nothing proved the server's identity, and the login was not
+		// attempted. An Identity failure, never a wrong password.
+		err = fmt.Errorf("%w: %w", errclass.ErrNoTLS, err)
+	}
 	if err != nil {
 		if cl.Classify(ctx, err) == errclass.Transport {
 			// A closed port fails at once, a silent address at the
@@ -399,12 +410,55 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 	return &Conn{conn: conn, hook: hook}, nil
 }
 
+// requiresTLS: the sslModes under which pgx never falls back to plain text.
+func requiresTLS(m v1alpha1.SSLMode) bool {
+	return m == v1alpha1.SSLModeRequire || m == v1alpha1.SSLModeVerifyCA || m == v1alpha1.SSLModeVerifyFull
+}
+
+// noTLS is PostgreSQL's answer to SSLRequest when it will not speak TLS
+// (protocol: a single byte, 'S' yes, 'N' no).
+const noTLS = 'N'
+
+// replies remembers whether any connection of one connect attempt got
+// PostgreSQL's "no TLS" as the first byte the server sent. pgx reports a
+// declined SSLRequest as an untyped error, and an address that speaks
+// another protocol fails the same way; the first byte tells the two apart
+// without reading error text: only a PostgreSQL server that declines TLS
+// is an Identity failure, anything else stays Transport (a Server's status
+// must not tell ports apart, SECURITY.md).
+type replies struct{ declined atomic.Bool }
+
+func (r *replies) wrap(dial pgconn.DialFunc) pgconn.DialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &firstByte{Conn: c, r: r}, nil
+	}
+}
+
+// firstByte is a connection that tells replies its first byte read.
+type firstByte struct {
+	net.Conn
+	r    *replies
+	read atomic.Bool
+}
+
+func (c *firstByte) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.read.CompareAndSwap(false, true) && b[0] == noTLS {
+		c.r.declined.Store(true)
+	}
+	return n, err
+}
+
 // Authentications of a connection (lifecycle.Authenticator): what makes
 // sure it reaches the deployment itself, not a copy behind a proxy.
 const (
 	AuthVerifyFullCA     = "TLS verify-full: the server's certificate and host name verified against the CA in credential Secret %s/%s key %q"
 	AuthVerifyFullSystem = "TLS verify-full: the server's certificate and host name verified against the operator's system roots"
-	AuthTrustedHost      = "host %s: the administrator vouches that every path to it is authenticated (--sweep-trusted-hosts)"
+	AuthTrustedHost      = "%s: the administrator vouches that every path to this host and port is authenticated (--sweep-trusted-hosts)"
 )
 
 // authentication is what authenticates the server at the end of a
@@ -417,18 +471,19 @@ const (
 // SCRAM channel binding is not offered: it binds the login to the TLS
 // session, but a copy holds the role's SCRAM secrets and can end that TLS
 // session itself, so it adds nothing against a copy that verify-full does
-// not. A host the admin listed in trusted (--sweep-trusted-hosts) counts
-// too: a sidecar in the operator's pod that authenticates the server
+// not. A host and port the admin listed in trusted (--sweep-trusted-hosts)
+// counts too: a sidecar in the operator's pod that authenticates the server
 // itself (a cloud SQL proxy, a mesh with server identities) is reached in
-// plain text.
-func authentication(k Key, trusted *ServerPolicy) string {
+// plain text. Never a host alone: another process on another port of the
+// same host (a splicing proxy) is not the sidecar.
+func authentication(k Key, trusted *TrustedEndpoints) string {
 	switch {
 	case k.SSLMode == v1alpha1.SSLModeVerifyFull && k.CAKey != "":
 		return fmt.Sprintf(AuthVerifyFullCA, k.Namespace, k.Secret, k.CAKey)
 	case k.SSLMode == v1alpha1.SSLModeVerifyFull:
 		return AuthVerifyFullSystem
-	case trusted != nil && trusted.Allows(k.Host):
-		return fmt.Sprintf(AuthTrustedHost, k.Host)
+	case trusted.Trusts(k.Host, k.Port):
+		return fmt.Sprintf(AuthTrustedHost, net.JoinHostPort(k.Host, strconv.Itoa(int(k.Port))))
 	}
 	return ""
 }

@@ -44,6 +44,14 @@ const (
 	MessageUnreachable   = "the server cannot be reached (Transport error): check host, port and sslMode, and that the operator's network reaches the server; retrying. The cause is in the operator's log"
 	MessageAuthFailed    = "the server refused the operator's login (Auth error): check the user name and password in credential Secret %q; retrying. The cause is in the operator's log"
 	MessageConnectFailed = "%s error talking to the server; retrying. The cause is in the operator's log"
+	// MessageIdentityFailed: the host, the port, the credential Secret
+	// and its CA key ("" for the system roots, shown as such).
+	MessageIdentityFailed = "the server at %s:%d did not prove its identity (Identity error): its TLS certificate does not verify against %s for that host name, or it offered no TLS although sslMode requires it. " +
+		"The login was not attempted, so the user name and password are not the problem. Check the server's certificate and the CA the Server pins, " +
+		"and the network path between the operator and the server: a proxy there may be answering in the server's place; retrying. The cause is in the operator's log"
+	// Where MessageIdentityFailed says the certificate was checked.
+	identityCASecret    = "the CA in credential Secret %q key %q"
+	identitySystemRoots = "the operator's system roots"
 
 	ReasonSecretIncomplete  = "CredentialSecretIncomplete"
 	MessageSecretIncomplete = "credential Secret %q lacks a non-empty %q or %q key: add them"
@@ -72,6 +80,12 @@ func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 		return ReasonConnectFailed, MessageUnreachable
 	case errclass.Auth:
 		return ReasonConnectFailed, fmt.Sprintf(MessageAuthFailed, k.Secret)
+	case errclass.Identity:
+		against := identitySystemRoots
+		if k.CAKey != "" {
+			against = fmt.Sprintf(identityCASecret, k.Secret, k.CAKey)
+		}
+		return ReasonConnectFailed, fmt.Sprintf(MessageIdentityFailed, k.Host, k.Port, against)
 	}
 	return ReasonConnectFailed, fmt.Sprintf(MessageConnectFailed, class)
 }
@@ -114,12 +128,12 @@ func ServerRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 // cache: Servers are read whole, credential Secrets as metadata only (the
 // hold's metadata-only watch), so no Secret's data is ever cached; dial
 // reads the data live. policy is the admin's allow-list of hosts; trusted
-// the hosts the admin vouches are reached over an authenticated path (nil:
-// none).
+// the hosts and ports the admin vouches are reached over an authenticated
+// path (nil: none).
 type servers struct {
 	r       client.Reader
 	policy  *ServerPolicy
-	trusted *ServerPolicy
+	trusted *TrustedEndpoints
 }
 
 // Authentication implements lifecycle.Authenticator for both adapters:

@@ -58,11 +58,13 @@ type Options struct {
 	// The sweeper uses a Server only if its connection authenticates the
 	// server (sslMode verify-full, or SweepTrustedHosts).
 	SweepServers []types.NamespacedName
-	// SweepTrustedHosts are hosts (spelled as AllowedServers are) whose
-	// every path from the operator the administrator vouches is
-	// authenticated outside PostgreSQL's TLS: a sidecar proxy in the
-	// operator's pod that authenticates the server itself, say. The
-	// sweeper uses Servers there whatever their sslMode. Empty: none.
+	// SweepTrustedHosts are host:port pairs (IPv6 in brackets; see
+	// NewTrustedEndpoints) whose every path from the operator the
+	// administrator vouches is authenticated outside PostgreSQL's TLS: a
+	// sidecar proxy in the operator's pod that authenticates the server
+	// itself, say. The sweeper uses Servers with exactly that host and
+	// port whatever their sslMode. A host without a port is refused by
+	// Setup: it would trust every port of the host. Empty: none.
 	SweepTrustedHosts []string
 	// KeySecret names the Secret in the records namespace holding the
 	// operator key; "" is ledger.KeySecretName. Created on first start.
@@ -145,7 +147,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	trusted, err := parseHosts("sweep trusted host", o.SweepTrustedHosts)
+	trusted, err := NewTrustedEndpoints(o.SweepTrustedHosts)
 	if err != nil {
 		return nil, err
 	}

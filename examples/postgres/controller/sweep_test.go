@@ -11,6 +11,7 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
+	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/lifecycle"
 )
 
@@ -22,11 +23,11 @@ import (
 // nothing leaks. The release is reported where it can land while the
 // namespace terminates (which refuses Events): on the record, in the
 // operator's namespace. The admin's Server is in plain text on loopback,
-// which this admin vouches for (SweepTrustedHosts); TestAuthenticatedSweep-
-// CannotBeSpliced sweeps through verify-full.
+// which this admin vouches for (SweepTrustedHosts, its host and port);
+// TestAuthenticatedSweepCannotBeSpliced sweeps through verify-full.
 func TestHoldTimeoutLeavesRecordForTheSweeper(t *testing.T) {
 	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second,
-		SweepTrustedHosts: []string{"127.0.0.1"}})
+		SweepTrustedHosts: []string{testenv.Postgres(t).Addr()}})
 	w.serverIn(w.recNS) // the admin's Server: the sweeper's way in
 	ns := w.server()
 	d := database(ns, "d", pgtarget.RandomName("swept_"), "")

@@ -85,3 +85,49 @@ func TestPgxErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPgxIdentityErrors: what pgx returns when the server's certificate
+// does not verify, against a real server serving TLS with a certificate
+// for 127.0.0.1 from a CA of the test's own, is Identity, not Auth (issue
+// 36, item 11): the login was never attempted, and an admin sent to the
+// password would change the wrong thing. A wrong password stays Auth.
+func TestPgxIdentityErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ca, err := pgserver.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.Issue("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := pgserver.Start(ctx, pgserver.Options{TLS: &cert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	dsn := func(user, pass, host, mode string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s:%d/postgres?sslmode=%s&connect_timeout=5", user, pass, host, pg.Port, mode)
+	}
+	_, unknownCA := pgx.Connect(ctx, dsn(pgserver.AdminUser, pg.Password, "127.0.0.1", "verify-full"))
+	_, wrongHost := pgx.Connect(ctx, dsn(pgserver.AdminUser, pg.Password, "localhost", "verify-full")+"&sslrootcert=system")
+	_, authErr := pgx.Connect(ctx, dsn(pgserver.AdminUser, "wrong", "127.0.0.1", "require"))
+	for name, tc := range map[string]struct {
+		err  error
+		want errclass.Class
+	}{
+		"certificate of an unknown CA": {unknownCA, errclass.Identity},
+		"certificate, system roots":    {wrongHost, errclass.Identity},
+		"wrong password over TLS":      {authErr, errclass.Auth},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.err == nil {
+				t.Fatal("pgx returned no error")
+			}
+			if diff := cmp.Diff(tc.want, errclass.Of(t.Context(), tc.err)); diff != "" {
+				t.Errorf("Of(%T %v) (-want +got):\n%s", tc.err, tc.err, diff)
+			}
+		})
+	}
+}

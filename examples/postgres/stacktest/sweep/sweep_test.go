@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/errclass"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/ledger"
@@ -741,5 +742,46 @@ func TestUnauthenticatedConnectionIsNeverUsed(t *testing.T) {
 	}
 	if e.hasRecord(t, o) || e.roleExists(t, role) {
 		t.Error("record or role left after the authenticated sweep")
+	}
+}
+
+// A kept record is reported once per change of the sweeper's verdict, not
+// once per process (issue 36, item 10): the verdict is kept on the record
+// (ledger.Note), so a restarted sweeper, or a new leader, does not event
+// a Retain record or an unreachable one again.
+func TestKeptRecordReportedOncePerChange(t *testing.T) {
+	e := newEnv(t)
+	kept := newWidget(t, e.c, e.users, "kept")
+	e.createWith(t, ledger.Plan{Owner: kept, Policy: ledger.PolicyRetain}, e.a)
+	lost := newWidget(t, e.c, e.users, "lost")
+	e.create(t, lost, e.a)
+	e.deleteOwner(t, kept)
+	e.deleteOwner(t, lost)
+	e.clock.Step(settled)
+	b, _ := pgtarget.Fresh(t, testenv.Postgres(t)) // not the records' deployment
+	for restart := range 3 {
+		s := e.sweeper(t, e.c, b)
+		if _, err := s.Pass(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Step(time.Hour)
+		if n := len(e.events.byReason(sweep.ReasonRetained)); n != 1 {
+			t.Errorf("after %d restarts: %d Retained Events, want 1", restart, n)
+		}
+		if n := len(e.events.byReason(sweep.ReasonUnreachable)); n != 1 {
+			t.Errorf("after %d restarts: %d Unreachable Events, want 1", restart, n)
+		}
+	}
+	for o, want := range map[ledger.Owner]ledger.Note{
+		kept: {State: string(sweep.Retained)},
+		lost: {State: string(sweep.Unreachable), Class: string(errclass.Unknown)}, // the class its Event names
+	} {
+		r, err := e.store.Get(t.Context(), o.UID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Note.Same(want) || !r.Note.Since.Equal(t0.Add(settled)) { // the first pass's time
+			t.Errorf("note on %s = %+v, want %+v since the first pass", o.Name, r.Note, want)
+		}
 	}
 }

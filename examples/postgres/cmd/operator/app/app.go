@@ -126,7 +126,7 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
 	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
 	fs.DurationVar(&s.sweepSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
-	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace; only those with sslMode verify-full (or on a --sweep-trusted-hosts host) are used", func(v string) error {
+	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace; only those with sslMode verify-full (or on a --sweep-trusted-hosts host and port) are used", func(v string) error {
 		extra, err := controller.ParseServers(v)
 		s.sweepServers = append(s.sweepServers, extra...)
 		return err
@@ -136,8 +136,12 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 		s.allowedServers = append(s.allowedServers, strings.Split(v, ",")...)
 		return nil
 	})
-	fs.Func("sweep-trusted-hosts", "comma-separated hosts (as --allowed-servers spells them) whose every path from the operator you vouch is authenticated outside PostgreSQL's TLS, such as a sidecar proxy in the operator's pod that authenticates the server; the sweeper acts through Servers there whatever their sslMode; repeatable; unset is none", func(v string) error {
-		s.sweepTrusted = append(s.sweepTrusted, strings.Split(v, ",")...)
+	fs.Func("sweep-trusted-hosts", "comma-separated host:port pairs (IPv6 in brackets: [::1]:5432) whose every path from the operator you vouch is authenticated outside PostgreSQL's TLS, such as a sidecar proxy in the operator's pod that authenticates the server; the sweeper acts through Servers with exactly that host and port whatever their sslMode; a host without a port is an error (it would trust every port of the host); repeatable; unset is none", func(v string) error {
+		entries := strings.Split(v, ",")
+		if _, err := controller.NewTrustedEndpoints(entries); err != nil {
+			return err
+		}
+		s.sweepTrusted = append(s.sweepTrusted, entries...)
 		return nil
 	})
 	fs.IntVar(&s.verbosity, "v", 0, "log verbosity")

@@ -41,15 +41,22 @@ func TestCheckElectionAcceptsDefaults(t *testing.T) {
 	}
 }
 
-// --sweep-trusted-hosts is a repeatable comma-separated list, as
-// --allowed-servers is; the controller parses the entries.
+// --sweep-trusted-hosts is a repeatable comma-separated list of host:port
+// pairs; a host without a port is a flag error naming it (issue 36, item
+// 2): it would trust every port of the host.
 func TestSweepTrustedHostsFlag(t *testing.T) {
 	fs, s := NewFlags()
-	if err := fs.Parse([]string{"--sweep-trusted-hosts=127.0.0.1,10.0.0.0/8", "--sweep-trusted-hosts=db.internal"}); err != nil {
+	if err := fs.Parse([]string{"--sweep-trusted-hosts=127.0.0.1:5432,[::1]:6432", "--sweep-trusted-hosts=db.internal:5432"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(s.sweepTrusted, " "), "127.0.0.1 10.0.0.0/8 db.internal"; got != want {
+	if got, want := strings.Join(s.sweepTrusted, " "), "127.0.0.1:5432 [::1]:6432 db.internal:5432"; got != want {
 		t.Errorf("sweep trusted hosts = %q, want %q", got, want)
+	}
+	fs, _ = NewFlags()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse([]string{"--sweep-trusted-hosts=127.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), `sweep trusted host "127.0.0.1" has no port: write host:port`) {
+		t.Errorf("--sweep-trusted-hosts=127.0.0.1 = %v, want an error asking for the port", err)
 	}
 }
 
