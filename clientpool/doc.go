@@ -161,7 +161,7 @@
 // resolved once per pool because label lookups would otherwise cost more
 // than the rest of Do.
 //
-// # What adoption added (issue 27)
+// # What adoption added
 //
 // Six package-level names and four methods of Pool, each for one thing
 // existing code could not do: Lease (Client, Context, Release) and

@@ -20,11 +20,11 @@
 //   - While the parent is being deleted, the hold keeps both as long as any
 //     dependent still carries its cleanup finalizer. A terminating dependent
 //     counts only while its cleanup finalizer is there: another finalizer
-//     keeping it around does not keep the parent (seed follow-up 2).
+//     keeping it around does not keep the parent.
 //   - A parent with no dependents is never held, so it is deleted at once.
 //   - The hold is bounded: Timeout (default 10 minutes) from when the hold
 //     started, measured on the injected clock.PassiveClock (never the wall
-//     clock; seed follow-up 5). It starts at the hold's first pass over the
+//     clock). It starts at the hold's first pass over the
 //     parent being deleted, marked on the parent (AnnotationStarted), and
 //     never before the deletionTimestamp. At the end parent and Secret are
 //     released; dependents then release WITHOUT their external delete
@@ -35,7 +35,7 @@
 //     deployment.
 //   - A dependent's delete pass never runs past the hold end (PassContext),
 //     and its retry is counted from the end of the pass and capped at the
-//     hold end (RetryAfter; MCP follow-up 4), so the pass at the hold end is
+//     hold end (RetryAfter), so the pass at the hold end is
 //     the one that releases.
 //   - Dependents are found through a field index (ParentIndex) on the
 //     manager's cache, never a List of the whole kind per reconcile, and are
@@ -43,7 +43,7 @@
 //
 // # Decisions
 //
-// Operator access not ready at deletion time (seed follow-up 1). The default
+// Operator access not ready at deletion time. The default
 // policy, RepairDuringHold, keeps the hold and calls Access on every pass of
 // a held parent: access that comes back during the hold (a Secret fixed, a
 // server restarted, a NetworkPolicy repaired) still lets every dependent
@@ -54,7 +54,7 @@
 // after deletion starts; it releases at once with reason access_not_ready.
 // An Access error counts as not ready.
 //
-// Foreground deletion (seed follow-up 4). With the operator down, a
+// Foreground deletion. With the operator down, a
 // foreground delete can finish (the garbage collector has removed what the
 // parent owns, e.g. the Deployment running the service, and its
 // foregroundDeletion marker) before the first reconcile. When the marker is
@@ -64,7 +64,7 @@
 // marker is still present the garbage collector is at work, and the hold
 // waits for it.
 //
-// An outage longer than the hold (issue 25, item 6). Counted from the
+// An outage longer than the hold. Counted from the
 // deletionTimestamp, a hold whose parent was deleted while the operator was
 // down past Timeout would be over on the operator's first look: the parent
 // released at once and every dependent released without its delete,
@@ -122,7 +122,7 @@
 // window in which the parent could go unheld; Held closes it for creates
 // (nothing is created before the hold), and a parent deleted in that window
 // had nothing created through it. A queue backlog that outlasts the hold
-// (seed follow-up 3) releases dependents without delete; they are counted,
+// releases dependents without delete; they are counted,
 // and the ledger's records make the sweeper finish the cleanup.
 //
 // # Access rights and cost

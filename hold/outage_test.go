@@ -19,7 +19,7 @@ import (
 // A parent deleted while the operator was down for longer than the hold
 // timeout is still held when the operator comes back: the hold counts from
 // its first look at the deletion, so the dependents get their Timeout to
-// delete instead of being released at once without it (issue 25, item 6).
+// delete instead of being released at once without it.
 // It is still bounded: Timeout after that first look it ends, and a later
 // look (a restart) does not start it again.
 func TestHoldAfterAnOutageCountsFromItsFirstLook(t *testing.T) {

@@ -231,7 +231,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 		if !started {
 			// The hold's first look at this deletion: it counts from now,
 			// not from a deletion made while the operator was down, so the
-			// dependents get their Timeout to delete (issue 25, item 6).
+			// dependents get their Timeout to delete.
 			if err := markStarted(ctx, w, parent, o.Now); err != nil {
 				return reconcile.Result{}, fmt.Errorf("hold: %w", err)
 			}

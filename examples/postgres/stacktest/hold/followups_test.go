@@ -165,7 +165,8 @@ func TestTerminatingDependentWithOtherFinalizerDoesNotHold(t *testing.T) {
 	if err := controlplane.DeleteAndWait(ctx, c, role(f.ns, "role-0001"), waitLong); err != nil {
 		t.Fatal(err)
 	}
-	// The FakeClock never moves here, so only the follow-up 2 rule can
+	// The FakeClock never moves here, so only the rule for terminating
+	// dependents can
 	// release the Server.
 	if err := controlplane.WaitGone(ctx, c, f.server, 30*time.Second); err != nil {
 		t.Fatal(err)

@@ -188,8 +188,8 @@ func TestOperatorDownDuringNamespaceDeletion(t *testing.T) {
 
 // Scenario 4: the operator is down past the hold timeout, and meanwhile
 // the credentials stop working (the Secret's password changed). The hold
-// does not end on the operator's first look (it counts from there, issue
-// 25, item 6): the Server stays held, its hold marked started, the Roles
+// does not end on the operator's first look (it counts from there): the
+// Server stays held, its hold marked started, the Roles
 // keep trying. Once the timeout has passed since, the Server and Secret
 // are released, every Role is released without its drop (counted and
 // evented), the PostgreSQL roles are left for the sweeper, and the cleanup
