@@ -3,6 +3,25 @@
 // broken client is dropped wherever it fails, not only where someone
 // remembered to check.
 //
+// Use it by building one Pool per kind of client and making every call to
+// the service through it, with Do or, for code that passes the client
+// down, a Lease released with one defer:
+//
+//	pool, err := clientpool.New(clientpool.Options[string, *sdk.Client]{
+//		Dial:        clientpool.DialFn[string, *sdk.Client](dial),
+//		CallTimeout: 30 * time.Second,
+//	})
+//	err = pool.Do(ctx, key, func(ctx context.Context, c *sdk.Client) error {
+//		return c.Delete(ctx, id)
+//	})
+//
+//	lease, err := pool.Acquire(ctx, key)
+//	if err != nil {
+//		return err
+//	}
+//	defer lease.Release(&err) // classifies err and evicts a broken client
+//	return deleteAll(lease.Context(), lease.Client())
+//
 // # Guarantees
 //
 //   - One client per key K, dialled once however many callers want it at

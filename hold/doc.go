@@ -3,6 +3,24 @@
 // credential Secret alive while dependents still need them to delete what
 // they created outside the cluster.
 //
+// Use it by naming the parent kind, where it names its Secret and which
+// dependents reference it, and registering it with the manager; a
+// dependent creates nothing external until Held(parent):
+//
+//	h, err := hold.New(hold.Config{
+//		Parent:     &v1alpha1.Connection{},
+//		SecretName: func(p client.Object) string { return p.(*v1alpha1.Connection).Spec.SecretRef },
+//		Dependents: []hold.Dependent{{
+//			Object:           &v1alpha1.Key{},
+//			ParentName:       func(o client.Object) string { return o.(*v1alpha1.Key).Spec.Connection },
+//			CleanupFinalizer: "example.dev/delete-key",
+//		}},
+//		Scheme: mgr.GetScheme(),
+//	})
+//	err = h.SetupWithManager(mgr)
+//
+// lifecycle.Setup builds and registers one for the parent kind it is given.
+//
 // When a namespace is deleted, the namespace controller deletes its objects
 // in no useful order. If the parent or its Secret goes first, every
 // dependent that still has an external delete to make is stranded and the
