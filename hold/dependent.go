@@ -136,7 +136,7 @@ func (h *Hold) ReleaseWithoutDelete(ctx context.Context, w client.Writer, dep cl
 	}
 	if changed {
 		ReleasedWithoutDelete.WithLabelValues(d.Kind).Inc()
-		h.event(dep, corev1.EventTypeWarning, ReasonReleasedWithoutDelete, ActionRelease, NoteReleasedWithoutDelete, h.cfg.ParentKind, parentName)
+		h.event(dep, corev1.EventTypeWarning, ReasonReleasedWithoutDelete, actionRelease, noteReleasedWithoutDelete, h.cfg.ParentKind, parentName)
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			}
 		}
 		if h.setActive(key, true) {
-			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
+			h.event(parent, corev1.EventTypeNormal, ReasonHolding, actionHold, noteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
 		}
 		if o.AccessChecked && !o.AccessReady {
 			// The Event says the class only: its readers are the parent's
@@ -248,7 +248,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 				class = h.cfg.Classifier.Classify(ctx, accessErr)
 				logf.FromContext(ctx).Info("hold: access to the external service is not ready", "parent", key, "class", class, "error", accessErr.Error())
 			}
-			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, class)
+			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, actionHold, noteAccessNotReady, class)
 		}
 		return reconcile.Result{RequeueAfter: v.After}, nil
 	default: // actRelease
@@ -265,7 +265,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			if v.Reason != ReleasedDependentsDone {
 				typ = corev1.EventTypeWarning
 			}
-			h.event(parent, typ, ReasonReleased, ActionRelease, NoteReleased, v.Reason, held.Round(1e6))
+			h.event(parent, typ, ReasonReleased, actionRelease, noteReleased, v.Reason, held.Round(1e6))
 		}
 		return reconcile.Result{}, nil
 	}
