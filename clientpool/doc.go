@@ -174,7 +174,8 @@
 // share its client whoever's dial it is: the key names the client, the
 // dial says only how to make it. A dial whose client has expired already
 // fails, or each use would dial again. Metrics (finale_clientpool_clients,
-// _dials_total by result, _evictions_total by reason, _calls_total by
+// _dials_total by result, _evictions_total by reason (an error class, or
+// MaxAge, IdleTimeout, NotAfter, Evict, Replaced, PoolClosed), _calls_total by
 // class, _closes_total by result, _fenced_total, _abandoned_total) are
 // labelled by pool name so several pools coexist; their series are
 // resolved once per pool because label lookups would otherwise cost more
@@ -182,15 +183,15 @@
 //
 // # What adoption added
 //
-// Six package-level names and four methods of Pool, each for one thing
+// Five package-level names and four methods of Pool, each for one thing
 // existing code could not do: Lease (Client, Context, Release) and
 // Acquire, for code that passes a client down; AcquireWith and DoWith with
 // DialedFn (a dial that is also a Dialer, its Dial dropping the expiry),
 // for dial arguments from the caller; Dialed (Client, NotAfter) for a
-// client's own expiry, and ReasonNotAfter, its eviction reason; DialError
+// client's own expiry (evicted with reason NotAfter); DialError
 // (Pool, Key, Err; Error, Unwrap), so callers tell a failed dial with
 // errors.As; Put, to seed a client in tests or hand one over; CloseFunc
-// (Close) for a close that returns nothing. Twenty-two exported
+// (Close) for a close that returns nothing. Twenty-one exported
 // identifiers counting methods and fields; none existing changed.
 //
 // # Threat model
