@@ -135,7 +135,7 @@ func (h *Hold) ReleaseWithoutDelete(ctx context.Context, w client.Writer, dep cl
 		return err
 	}
 	if changed {
-		ReleasedWithoutDelete.WithLabelValues(d.Kind).Inc()
+		releasedWithoutDeleteTotal.WithLabelValues(d.Kind).Inc()
 		h.event(dep, corev1.EventTypeWarning, ReasonReleasedWithoutDelete, actionRelease, noteReleasedWithoutDelete, h.cfg.ParentKind, parentName)
 	}
 	return nil

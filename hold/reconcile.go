@@ -259,8 +259,8 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 		h.setActive(key, false)
 		if changed {
 			held := max(h.cfg.Clock.Since(parent.GetDeletionTimestamp().Time), 0) // a clock behind the API server's
-			Releases.WithLabelValues(h.cfg.ParentKind, string(v.Reason)).Inc()
-			HoldDuration.WithLabelValues(h.cfg.ParentKind).Observe(held.Seconds())
+			releasesTotal.WithLabelValues(h.cfg.ParentKind, string(v.Reason)).Inc()
+			holdDuration.WithLabelValues(h.cfg.ParentKind).Observe(held.Seconds())
 			typ := corev1.EventTypeNormal
 			if v.Reason != ReleasedDependentsDone {
 				typ = corev1.EventTypeWarning
@@ -413,10 +413,10 @@ func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
 	}
 	if on {
 		h.active[key] = true
-		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Inc()
+		activeHolds.WithLabelValues(h.cfg.ParentKind).Inc()
 	} else {
 		delete(h.active, key)
-		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Dec()
+		activeHolds.WithLabelValues(h.cfg.ParentKind).Dec()
 	}
 	return true
 }
