@@ -64,14 +64,14 @@ const (
 	// MessageReleasedNamespaceTerminating goes with it.
 	MessageReleasedNamespaceTerminating = "capture finalizer %s released: namespace %s is terminating, and owner %s goes with it; the owner had not recorded the result of this child"
 
-	EventActionCapture = "Capture"
+	eventActionCapture = "Capture"
 
-	MessagePending   = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
-	MessagePersisted = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
-	// MessagePersistFailed carries the error's class, not its text: the
+	messagePending   = "capture finalizer %s held for %s: owner %s/%s has not recorded the result of this child, which is %s; it is released only when the result is recorded or persisted, or the owner is gone, deleting, finished or cancelled"
+	messagePersisted = "result of child %s (UID %s) persisted to owner %s/%s by the release path"
+	// messagePersistFailed carries the error's class, not its text: the
 	// Event is read by the namespace's users; the error goes to the log.
-	MessagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s error); the finalizer stays and the release is retried. The cause is in the controller's log"
-	MessageResultNotKept = "owner %s/%s accepted the result of child %s (UID %s), but the object it returned does not hold it: its schema prunes the field or a webhook strips it; the finalizer stays and the write is retried with backoff"
+	messagePersistFailed = "persisting the result of child %s (UID %s) to owner %s/%s failed (%s error); the finalizer stays and the release is retried. The cause is in the controller's log"
+	messageResultNotKept = "owner %s/%s accepted the result of child %s (UID %s), but the object it returned does not hold it: its schema prunes the field or a webhook strips it; the finalizer stays and the write is retried with backoff"
 )
 
 // ErrNotRecordedAfterPersist means the ResultWriter ran but the ResultReader
@@ -595,13 +595,13 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 				r.mu.Unlock()
 				notKeptTotal.WithLabelValues(r.opts.Name).Inc()
 				log.FromContext(ctx).Info("capture: the owner's returned status lacks the child's result; the finalizer stays", "child", client.ObjectKeyFromObject(child), "owner", client.ObjectKeyFromObject(owner))
-				r.event(child, corev1.EventTypeWarning, EventReasonResultNotKept, MessageResultNotKept, owner.GetNamespace(), owner.GetName(), child.GetName(), child.GetUID())
+				r.event(child, corev1.EventTypeWarning, EventReasonResultNotKept, messageResultNotKept, owner.GetNamespace(), owner.GetName(), child.GetName(), child.GetUID())
 				return d, err
 			}
 			if err != nil {
 				class := errclass.Of(ctx, err)
 				log.FromContext(ctx).Info("capture: persisting a child's result failed; the finalizer stays", "child", client.ObjectKeyFromObject(child), "class", class, "error", err.Error())
-				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, MessagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), class)
+				r.event(child, corev1.EventTypeWarning, EventReasonPersistFailed, messagePersistFailed, child.GetName(), child.GetUID(), owner.GetNamespace(), owner.GetName(), class)
 				return d, err
 			}
 			r.mu.Lock()
@@ -609,7 +609,7 @@ func (r *Releaser[O]) release(ctx context.Context, child client.Object) (Decisio
 			r.mu.Unlock()
 			persistedTotal.WithLabelValues(r.opts.Name).Add(float64(len(persisted)))
 			for _, c := range persisted {
-				r.event(c, corev1.EventTypeNormal, EventReasonPersisted, MessagePersisted, c.GetName(), c.GetUID(), owner.GetNamespace(), owner.GetName())
+				r.event(c, corev1.EventTypeNormal, EventReasonPersisted, messagePersisted, c.GetName(), c.GetUID(), owner.GetNamespace(), owner.GetName())
 			}
 			// The next pass decides on the owner as the write returned it,
 			// with the same rule as everyone else, and releases.
@@ -916,7 +916,7 @@ func (r *Releaser[O]) event(obj runtime.Object, eventtype, reason, note string, 
 	if r.opts.Events == nil {
 		return
 	}
-	r.opts.Events.Eventf(obj, nil, eventtype, reason, EventActionCapture, note, args...)
+	r.opts.Events.Eventf(obj, nil, eventtype, reason, eventActionCapture, note, args...)
 }
 
 // backoff spreads conflicting writers apart. It delays a retry only; it

@@ -2,6 +2,20 @@
 // termination messages) from being lost when the child is deleted before
 // its owner (a workflow, a job, a task) has recorded it.
 //
+// Use it by placing the finalizer on each child when it is created
+// (Place) and registering a Releaser for the owner kind, told how the
+// owner records a child's result and when the owner is finished:
+//
+//	capture.Place(pod, capture.DefaultFinalizer)
+//	rel, err := capture.New(mgr.GetAPIReader(), mgr.GetClient(), capture.Options[*Job]{
+//		Name:       "job-results",
+//		OwnerKind:  schema.GroupKind{Group: "example.dev", Kind: "Job"},
+//		NewOwner:   func() *Job { return &Job{} },
+//		Results:    capture.ResultReaderFn[*Job](func(j *Job, child types.UID) bool { _, ok := j.Status.Results[string(child)]; return ok }),
+//		Completion: capture.CompletionFn[*Job](func(j *Job) bool { return j.Status.Done }),
+//	})
+//	err = rel.SetupWithManager(mgr)
+//
 // # Guarantee
 //
 // A child carrying the capture finalizer loses it only when Rule allows it:

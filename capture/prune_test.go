@@ -65,7 +65,7 @@ func prunedJobCRD() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-// TestResultPrunedByTheOwnerSchema is issue 12 item 5. The owner's CRD
+// TestResultPrunedByTheOwnerSchema: the owner's CRD
 // prunes the results map, so a persisted result never survives the round
 // trip. The release path must see that on the object its write returned,
 // keep the finalizer, say so (a Warning Event, a metric, a watchdog attempt

@@ -231,7 +231,7 @@ func (r *Releaser[O]) observePending(ctx context.Context, child client.Object, d
 		if ref := ownerRef(child, r.opts.OwnerKind); ref != nil {
 			owner = ref.Name
 		}
-		r.event(child, corev1.EventTypeWarning, EventReasonPending, MessagePending, r.opts.Finalizer, age.Round(time.Second), child.GetNamespace(), owner, d.Reason)
+		r.event(child, corev1.EventTypeWarning, EventReasonPending, messagePending, r.opts.Finalizer, age.Round(time.Second), child.GetNamespace(), owner, d.Reason)
 		ctrl.LoggerFrom(ctx).Info("capture pending past threshold", "child", client.ObjectKeyFromObject(child), "age", age, "reason", d.Reason)
 	}
 	if overdue {

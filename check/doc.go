@@ -8,6 +8,14 @@
 // command `finale check -f operator.yaml` runs it; a Go test calls Run (or
 // Test) with a Spec.
 //
+// Use it from the command line on a description of the operator, or from a
+// Go test:
+//
+//	finale check -f operator.yaml
+//
+//	spec, err := check.Load("operator.yaml")
+//	rep := check.Test(t, spec, check.Options{Quick: true})
+//
 // # The description
 //
 // A Spec (Load reads one from YAML, strictly: an unknown or misspelt field

@@ -166,7 +166,7 @@ func ping(_ context.Context, c *lineClient) error {
 	return err
 }
 
-// TestDoAbandonsACallThatIgnoresItsContext is issue 27's go-redis wedge on
+// TestDoAbandonsACallThatIgnoresItsContext is the go-redis wedge on
 // the real stack: a client that ignores its context, its cached
 // connection frozen by the proxy. Do returns Transport at the bound (not
 // when fn does: fn would wait for ever), closes and evicts the client, which

@@ -120,7 +120,7 @@ func TestNotAfter(t *testing.T) {
 	if diff := cmp.Diff(map[int64]int32{1: 1, 2: 1}, f.closes()); diff != "" {
 		t.Errorf("closes after Sweep (-want +got):\n%s", diff)
 	}
-	if got := metricValue(t, "finale_clientpool_evictions_total", name, clientpool.ReasonNotAfter); got != 2 {
+	if got := metricValue(t, "finale_clientpool_evictions_total", name, "NotAfter"); got != 2 {
 		t.Errorf("NotAfter evictions %v, want 2", got)
 	}
 

@@ -3,6 +3,25 @@
 // broken client is dropped wherever it fails, not only where someone
 // remembered to check.
 //
+// Use it by building one Pool per kind of client and making every call to
+// the service through it, with Do or, for code that passes the client
+// down, a Lease released with one defer:
+//
+//	pool, err := clientpool.New(clientpool.Options[string, *sdk.Client]{
+//		Dial:        clientpool.DialFn[string, *sdk.Client](dial),
+//		CallTimeout: 30 * time.Second,
+//	})
+//	err = pool.Do(ctx, key, func(ctx context.Context, c *sdk.Client) error {
+//		return c.Delete(ctx, id)
+//	})
+//
+//	lease, err := pool.Acquire(ctx, key)
+//	if err != nil {
+//		return err
+//	}
+//	defer lease.Release(&err) // classifies err and evicts a broken client
+//	return deleteAll(lease.Context(), lease.Client())
+//
 // # Guarantees
 //
 //   - One client per key K, dialled once however many callers want it at
@@ -214,26 +233,27 @@
 // share its client whoever's dial it is: the key names the client, the
 // dial says only how to make it. A dial whose client has expired already
 // fails, or each use would dial again. Metrics (finale_clientpool_clients,
-// _dials_total by result, _evictions_total by reason, _calls_total by
+// _dials_total by result, _evictions_total by reason (an error class, or
+// MaxAge, IdleTimeout, NotAfter, Evict, Replaced, PoolClosed), _calls_total by
 // class, _closes_total by result, _fenced_total, _abandoned_total) are
 // labelled by pool name so several pools coexist; their series are
 // resolved once per pool because label lookups would otherwise cost more
 // than the rest of Do.
 //
-// # What adoption added (issue 27)
+// # What adoption added
 //
-// Six package-level names and four methods of Pool, each for one thing
+// Five package-level names and four methods of Pool, each for one thing
 // existing code could not do: Lease (Client, Context, Release) and
 // Acquire, for code that passes a client down; AcquireWith and DoWith with
 // DialedFn (a dial that is also a Dialer, its Dial dropping the expiry),
 // for dial arguments from the caller; Dialed (Client, NotAfter) for a
-// client's own expiry, and ReasonNotAfter, its eviction reason; DialError
+// client's own expiry (evicted with reason NotAfter); DialError
 // (Pool, Key, Err; Error, Unwrap), so callers tell a failed dial with
 // errors.As; Put, to seed a client in tests or hand one over; CloseFunc
 // (Close) for a close that returns nothing. Twenty-two exported
-// identifiers counting methods and fields; none existing changed. Issue
-// 36 added one method, Lease.Do, for a holder that must stay bounded with
-// a client whose Close waits for the call in flight.
+// identifiers counting methods and fields; none existing changed. Lease.Do
+// came later, for a holder that must stay bounded with a client whose
+// Close waits for the call in flight.
 //
 // # Threat model
 //

@@ -246,7 +246,7 @@ func TestFenceBoundsDials(t *testing.T) {
 
 // The fence is checked again once the client is there, right before the
 // call: getting the client may have waited for a dial (up to DialTimeout),
-// during which the fence may pass. Item 7 of issue 25: before, fn ran after
+// during which the fence may pass. Before the fix, fn ran after
 // the fence had passed and Do reported success. A renewal during the dial
 // lets the call go ahead.
 func TestFenceCheckedAgainAfterTheDial(t *testing.T) {

@@ -389,7 +389,7 @@ func waitCondition(t *testing.T, s *seedRun, status metav1.ConditionStatus) meta
 	return got
 }
 
-// TestPoisonedClientShortReconcileTimeoutEvicts is item 4 of issue 12: the
+// TestPoisonedClientShortReconcileTimeoutEvicts: the
 // manager's ReconciliationTimeout (2s) is far shorter than the pool's
 // CallTimeout (a minute), so every Reconcile's context ends before the
 // pool's CallTimeout could. Before the fix the hung call failed with the

@@ -40,13 +40,13 @@ func ClassifyFenced(_ context.Context, err error) (errclass.Class, bool) {
 
 // Eviction reasons that are not error classes, for the evictions metric.
 const (
-	ReasonMaxAge  = "MaxAge"
-	ReasonIdle    = "IdleTimeout"
-	ReasonManual  = "Evict"
-	ReasonClosing = "PoolClosed"
-	ReasonReplace = "Replaced"
-	// ReasonNotAfter: the client reached the NotAfter its dial returned.
-	ReasonNotAfter = "NotAfter"
+	reasonMaxAge  = "MaxAge"
+	reasonIdle    = "IdleTimeout"
+	reasonManual  = "Evict"
+	reasonClosing = "PoolClosed"
+	reasonReplace = "Replaced"
+	// reasonNotAfter: the client reached the NotAfter its dial returned.
+	reasonNotAfter = "NotAfter"
 )
 
 // DefaultDialTimeout bounds a dial when Options.DialTimeout is zero. The
@@ -353,7 +353,7 @@ func (p *Pool[K, C]) Evict(key K) bool {
 	if !ok {
 		return false
 	}
-	return p.retire(key, e, ReasonManual)
+	return p.retire(key, e, reasonManual)
 }
 
 // Put makes c key's client, as if dialled now: the next call for key gets
@@ -371,7 +371,7 @@ func (p *Pool[K, C]) Put(key K, c C) error {
 	}
 	now := p.clock.Now()
 	var replaced *entry[C]
-	if old, ok := p.entries[key]; ok && p.retireLocked(key, old, ReasonReplace) {
+	if old, ok := p.entries[key]; ok && p.retireLocked(key, old, reasonReplace) {
 		replaced = old
 	}
 	p.entries[key] = &entry[C]{client: c, born: now, lastUsed: now}
@@ -415,7 +415,7 @@ func (p *Pool[K, C]) Close() error {
 	p.closed = true
 	var closing []*entry[C]
 	for k, e := range p.entries {
-		if p.retireLocked(k, e, ReasonClosing) {
+		if p.retireLocked(k, e, reasonClosing) {
 			closing = append(closing, e)
 		}
 	}
@@ -541,7 +541,7 @@ func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C], dial Di
 		p.m.dialOKs.Inc()
 		f.e = &entry[C]{client: d.Client, born: now, notAfter: d.NotAfter, lastUsed: now}
 		var replaced *entry[C]
-		if old, ok := p.entries[key]; ok && p.retireLocked(key, old, ReasonReplace) {
+		if old, ok := p.entries[key]; ok && p.retireLocked(key, old, reasonReplace) {
 			// Flights are exclusive per key, so only a Put during the dial
 			// gets here; the branch exists so that no path can overwrite a
 			// client unclosed.
@@ -562,11 +562,11 @@ func (p *Pool[K, C]) runFlight(ctx context.Context, key K, f *flight[C], dial Di
 func (p *Pool[K, C]) expired(e *entry[C], now time.Time) string {
 	switch {
 	case !e.notAfter.IsZero() && !now.Before(e.notAfter):
-		return ReasonNotAfter
+		return reasonNotAfter
 	case p.maxAge > 0 && now.Sub(e.born) >= p.maxAge:
-		return ReasonMaxAge
+		return reasonMaxAge
 	case p.idle > 0 && e.refs == 0 && now.Sub(e.lastUsed) >= p.idle:
-		return ReasonIdle
+		return reasonIdle
 	}
 	return ""
 }

@@ -233,7 +233,7 @@ var errReconcileTimeout = errors.New("reconciliation timeout")
 // caller's deadline and CallTimeout is nearer, because the pool's own bound
 // fires first (its cause is errclass.ErrCallTimeout); a caller that gives
 // up (cancelled, shutting down, out of time before the call) never evicts.
-// Item 4 of issue 12: before, a caller deadline shorter than CallTimeout
+// Before the fix, a caller deadline shorter than CallTimeout
 // made every hang Canceled.
 func TestCallerDeadlineVersusCallTimeout(t *testing.T) {
 	// hang never answers; cancelCaller, when set, is called first.

@@ -3,6 +3,15 @@
 // namespace and garbage-collector controllers), as child processes on
 // 127.0.0.1, free ports and a temporary directory.
 //
+// Use it through package testenv in tests; directly, Start one and use its
+// Config (or Kubeconfig, for kubectl), and wait with the helpers here,
+// never with sleeps:
+//
+//	cp, err := controlplane.Start(ctx, controlplane.Options{})
+//	defer cp.Stop()
+//	c, err := client.New(cp.Config, client.Options{})
+//	err = controlplane.DeleteAndWait(ctx, c, ns, time.Minute) // the namespace controller runs
+//
 // finale's guarantees are about namespace deletion, owner garbage collection
 // and finalizers: exactly what controller-runtime's fake client (and
 // envtest, which runs no controller manager) does not implement, so every

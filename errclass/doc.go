@@ -2,6 +2,22 @@
 // the client that returned it: is the client (its connection, its
 // credentials) broken, or did a working client get an answer?
 //
+// Use it wherever an error decides something: Of for the default rules,
+// or one Classifier (New) with the rules of a service's own SDK, shared by
+// every part of an operator:
+//
+//	switch errclass.Of(ctx, err) {
+//	case errclass.Transport, errclass.Auth: // the client is broken: evict it
+//	case errclass.NotFound: // already gone: a delete is done
+//	}
+//
+//	c := errclass.New(func(ctx context.Context, err error) (errclass.Class, bool) {
+//		if errors.Is(err, sdk.ErrRateLimited) {
+//			return errclass.Throttled, true
+//		}
+//		return "", false
+//	})
+//
 // # Guarantees
 //
 //   - Every error maps to exactly one Class; nil maps to "". Classification

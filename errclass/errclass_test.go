@@ -302,8 +302,8 @@ var errReconcileTimeout = errors.New("reconciliation timeout")
 // TestCallTimeoutCause: a context done because the call's own bound fired
 // (cause ErrCallTimeout) keeps a Transport verdict; any other cause of a
 // done context (the caller's deadline with or without a cause of its own,
-// a cancellation, a shutdown) still makes it Canceled. This is item 4 of
-// issue 12: without the cause, a caller deadline shorter than the call's
+// a cancellation, a shutdown) still makes it Canceled. Without
+// the cause, a caller deadline shorter than the call's
 // bound turned every hang into Canceled.
 func TestCallTimeoutCause(t *testing.T) {
 	past := time.Unix(0, 0)

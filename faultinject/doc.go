@@ -6,6 +6,15 @@
 // decision in finale takes a k8s.io/utils/clock, and tests pass a
 // clock/testing.FakeClock and Step it.
 //
+// Use it in a test: put a Proxy between the operator and its service and
+// freeze or reset it, or wrap the operator's client in a Script of faults:
+//
+//	p, err := faultinject.NewProxy(serviceAddr) // dial p.Addr() instead
+//	p.Freeze()                                 // connections hang, as in the seed incident
+//
+//	s := faultinject.NewScript(faultinject.Fault{Verb: faultinject.Create, Kind: "ConfigMap", Nth: 1, Crash: true})
+//	c := faultinject.WrapClient(mgr.GetClient(), s)
+//
 // # Client faults
 //
 // WrapClient wraps a controller-runtime client in the manner of

@@ -11,6 +11,15 @@
 // then refuses to start a call once Until has passed and ends each call's
 // context there.
 //
+//	inner, err := fence.NewLease(cfg, fence.LeaseOptions{Namespace: ns, Name: "my-operator"})
+//	lock, err := fence.New(inner, fence.Options{LeaseDuration: 15 * time.Second})
+//	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+//		LeaderElection:                      true,
+//		LeaderElectionResourceLockInterface: lock,
+//		LeaseDuration:                       ptr.To(15 * time.Second),
+//	})
+//	pool, err := clientpool.New(clientpool.Options[string, *sdk.Client]{Dial: dial, Fence: lock})
+//
 // # Why the fence holds
 //
 // The Lock reads its clock just before each acquisition or renewal goes

@@ -169,8 +169,8 @@ func (h *Hold) ReleaseWithoutDelete(ctx context.Context, w client.Writer, dep cl
 		return err
 	}
 	if changed {
-		ReleasedWithoutDelete.WithLabelValues(d.Kind).Inc()
-		h.event(dep, corev1.EventTypeWarning, ReasonReleasedWithoutDelete, ActionRelease, NoteReleasedWithoutDelete, h.cfg.ParentKind, parentName)
+		releasedWithoutDeleteTotal.WithLabelValues(d.Kind).Inc()
+		h.event(dep, corev1.EventTypeWarning, ReasonReleasedWithoutDelete, actionRelease, noteReleasedWithoutDelete, h.cfg.ParentKind, parentName)
 	}
 	return nil
 }

@@ -108,7 +108,7 @@ func concat(xs ...[]depSpec) []depSpec {
 
 // TestDependentsPerKind counts through the field index, with each kind in
 // turn the largest (so a count that mixes kinds up, or stops at the first
-// or largest kind, fails), plus the follow-up 2 rule for terminating
+// or largest kind, fails), plus the rule for terminating
 // dependents.
 func TestDependentsPerKind(t *testing.T) {
 	alive := func(kind string) depSpec { return depSpec{kind: kind, parent: "p", cleanup: true} }

@@ -3,6 +3,24 @@
 // credential Secret alive while dependents still need them to delete what
 // they created outside the cluster.
 //
+// Use it by naming the parent kind, where it names its Secret and which
+// dependents reference it, and registering it with the manager; a
+// dependent creates nothing external until Held(parent):
+//
+//	h, err := hold.New(hold.Config{
+//		Parent:     &v1alpha1.Connection{},
+//		SecretName: func(p client.Object) string { return p.(*v1alpha1.Connection).Spec.SecretRef },
+//		Dependents: []hold.Dependent{{
+//			Object:           &v1alpha1.Key{},
+//			ParentName:       func(o client.Object) string { return o.(*v1alpha1.Key).Spec.Connection },
+//			CleanupFinalizer: "example.dev/delete-key",
+//		}},
+//		Scheme: mgr.GetScheme(),
+//	})
+//	err = h.SetupWithManager(mgr)
+//
+// lifecycle.Setup builds and registers one for the parent kind it is given.
+//
 // When a namespace is deleted, the namespace controller deletes its objects
 // in no useful order. If the parent or its Secret goes first, every
 // dependent that still has an external delete to make is stranded and the
@@ -20,11 +38,11 @@
 //   - While the parent is being deleted, the hold keeps both as long as any
 //     dependent still carries its cleanup finalizer. A terminating dependent
 //     counts only while its cleanup finalizer is there: another finalizer
-//     keeping it around does not keep the parent (seed follow-up 2).
+//     keeping it around does not keep the parent.
 //   - A parent with no dependents is never held, so it is deleted at once.
 //   - The hold is bounded: Timeout (default 10 minutes) from when the hold
 //     started, measured on the injected clock.PassiveClock (never the wall
-//     clock; seed follow-up 5). It starts at the hold's first look at the
+//     clock). It starts at the hold's first look at the
 //     deletion (Started), never before the deletionTimestamp and never
 //     later than MaxStartDelay (default 24 hours) after it, so every hold
 //     ends by deletionTimestamp + MaxStartDelay + Timeout. Nothing the
@@ -38,7 +56,7 @@
 //     deployment.
 //   - A dependent's delete pass never runs past the hold end (PassContext),
 //     and its retry is counted from the end of the pass and capped at the
-//     hold end (RetryAfter; MCP follow-up 4), so the pass at the hold end is
+//     hold end (RetryAfter), so the pass at the hold end is
 //     the one that releases.
 //   - Dependents are found through a field index (ParentIndex) on the
 //     manager's cache, never a List of the whole kind per reconcile, and are
@@ -46,7 +64,7 @@
 //
 // # Decisions
 //
-// Operator access not ready at deletion time (seed follow-up 1). The default
+// Operator access not ready at deletion time. The default
 // policy, RepairDuringHold, keeps the hold and calls Access on every pass of
 // a held parent: access that comes back during the hold (a Secret fixed, a
 // server restarted, a NetworkPolicy repaired) still lets every dependent
@@ -57,7 +75,7 @@
 // after deletion starts; it releases at once with reason access_not_ready.
 // An Access error counts as not ready.
 //
-// Foreground deletion (seed follow-up 4). With the operator down, a
+// Foreground deletion. With the operator down, a
 // foreground delete can finish (the garbage collector has removed what the
 // parent owns, e.g. the Deployment running the service, and its
 // foregroundDeletion marker) before the first reconcile. When the marker is
@@ -67,7 +85,7 @@
 // marker is still present the garbage collector is at work, and the hold
 // waits for it.
 //
-// An outage longer than the hold (issue 25, item 6). Counted from the
+// An outage longer than the hold. Counted from the
 // deletionTimestamp, a hold whose parent was deleted while the operator was
 // down past Timeout would be over on the operator's first look: the parent
 // released at once and every dependent released without its delete,
@@ -141,7 +159,7 @@
 // window in which the parent could go unheld; Held closes it for creates
 // (nothing is created before the hold), and a parent deleted in that window
 // had nothing created through it. A queue backlog that outlasts the hold
-// (seed follow-up 3) releases dependents without delete; they are counted,
+// releases dependents without delete; they are counted,
 // and the ledger's records make the sweeper finish the cleanup.
 //
 // # Access rights and cost

@@ -64,16 +64,16 @@ const (
 
 // Event notes. They are format strings for Eventf.
 const (
-	NoteHolding               = "deletion held: %d dependent(s) still carry their cleanup finalizer (%v); hold ends at %s"
-	NoteReleased              = "hold released: %s after %s"
-	NoteReleasedWithoutDelete = "released without deleting the external resource: the hold on %s %q ended; the cleanup record stays for the sweeper"
-	NoteAccessNotReady        = "access to the external service is not ready during the hold (%s error); retrying: check the connection and its credentials, the cause is in the operator's log"
+	noteHolding               = "deletion held: %d dependent(s) still carry their cleanup finalizer (%v); hold ends at %s"
+	noteReleased              = "hold released: %s after %s"
+	noteReleasedWithoutDelete = "released without deleting the external resource: the hold on %s %q ended; the cleanup record stays for the sweeper"
+	noteAccessNotReady        = "access to the external service is not ready during the hold (%s error); retrying: check the connection and its credentials, the cause is in the operator's log"
 )
 
 // Event actions.
 const (
-	ActionHold    = "Hold"
-	ActionRelease = "Release"
+	actionHold    = "Hold"
+	actionRelease = "Release"
 )
 
 // Reason says why a hold ended; it is the metrics label.

@@ -6,32 +6,32 @@ import (
 )
 
 var (
-	// ActiveHolds counts parents being deleted that are currently held, by
+	// activeHolds counts parents being deleted that are currently held, by
 	// parent kind.
-	ActiveHolds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	activeHolds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "finale_hold_active",
 		Help: "Parents being deleted whose deletion is currently held for their dependents.",
 	}, []string{"kind"})
-	// HoldDuration observes, at release, the time from the parent's
+	// holdDuration observes, at release, the time from the parent's
 	// deletionTimestamp to its release, on the injected clock.
-	HoldDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	holdDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "finale_hold_duration_seconds",
 		Help:    "Time from a parent's deletionTimestamp to the release of its hold.",
 		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 900, 1800},
 	}, []string{"kind"})
-	// Releases counts ended holds by parent kind and reason.
-	Releases = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// releasesTotal counts ended holds by parent kind and reason.
+	releasesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_hold_releases_total",
 		Help: "Holds released, by parent kind and reason (dependents_done, timeout, access_not_ready, owned_gone).",
 	}, []string{"kind", "reason"})
-	// ReleasedWithoutDelete counts dependents that dropped their cleanup
+	// releasedWithoutDeleteTotal counts dependents that dropped their cleanup
 	// finalizer without deleting their external resource, by dependent kind.
-	ReleasedWithoutDelete = prometheus.NewCounterVec(prometheus.CounterOpts{
+	releasedWithoutDeleteTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_released_without_delete_total",
 		Help: "Dependents released without their external delete because the hold on their parent ended; their cleanup records stay for the sweeper.",
 	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(ActiveHolds, HoldDuration, Releases, ReleasedWithoutDelete)
+	metrics.Registry.MustRegister(activeHolds, holdDuration, releasesTotal, releasedWithoutDeleteTotal)
 }

@@ -23,13 +23,13 @@ import (
 // A parent deleted while the operator was down for longer than the hold
 // timeout is still held when the operator comes back: the hold counts from
 // its first look at the deletion, so the dependents get their Timeout to
-// delete instead of being released at once without it (issue 25, item 6).
+// delete instead of being released at once without it.
 // It is still bounded: Timeout after that first look it ends.
 //
-// A start annotation the parent's users wrote (issue 36, item 5) moves
-// nothing: one in 2000 used to end the hold on the first look (every
-// dependent released without its delete), one in 9999 used to hold the
-// parent for ever. An old, garbled one is as harmless.
+// A start annotation the parent's users wrote moves nothing: one in 2000
+// used to end the hold on the first look (every dependent released
+// without its delete), one in 9999 used to hold the parent for ever. An
+// old, garbled one is as harmless.
 func TestHoldAfterAnOutageCountsFromItsFirstLook(t *testing.T) {
 	for name, annotation := range map[string]string{
 		"no annotation":                 "",

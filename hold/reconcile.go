@@ -232,7 +232,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 			return reconcile.Result{}, nil
 		}
 		if h.setActive(key, true) {
-			h.event(parent, corev1.EventTypeNormal, ReasonHolding, ActionHold, NoteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
+			h.event(parent, corev1.EventTypeNormal, ReasonHolding, actionHold, noteHolding, o.Dependents, counts, o.End.UTC().Format("15:04:05Z"))
 		}
 		if o.AccessChecked && !o.AccessReady {
 			// The Event says the class only: its readers are the parent's
@@ -243,7 +243,7 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 				class = h.cfg.Classifier.Classify(ctx, accessErr)
 				logf.FromContext(ctx).Info("hold: access to the external service is not ready", "parent", key, "class", class, "error", accessErr.Error())
 			}
-			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, ActionHold, NoteAccessNotReady, class)
+			h.event(parent, corev1.EventTypeWarning, ReasonAccessNotReady, actionHold, noteAccessNotReady, class)
 		}
 		return reconcile.Result{RequeueAfter: v.After}, nil
 	default: // actRelease
@@ -254,13 +254,13 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 		h.setActive(key, false)
 		if changed {
 			held := max(h.cfg.Clock.Since(parent.GetDeletionTimestamp().Time), 0) // a clock behind the API server's
-			Releases.WithLabelValues(h.cfg.ParentKind, string(v.Reason)).Inc()
-			HoldDuration.WithLabelValues(h.cfg.ParentKind).Observe(held.Seconds())
+			releasesTotal.WithLabelValues(h.cfg.ParentKind, string(v.Reason)).Inc()
+			holdDuration.WithLabelValues(h.cfg.ParentKind).Observe(held.Seconds())
 			typ := corev1.EventTypeNormal
 			if v.Reason != ReleasedDependentsDone {
 				typ = corev1.EventTypeWarning
 			}
-			h.event(parent, typ, ReasonReleased, ActionRelease, NoteReleased, v.Reason, held.Round(1e6))
+			h.event(parent, typ, ReasonReleased, actionRelease, noteReleased, v.Reason, held.Round(1e6))
 		}
 		return reconcile.Result{}, nil
 	}
@@ -408,10 +408,10 @@ func (h *Hold) setActive(key types.NamespacedName, on bool) bool {
 	}
 	if on {
 		h.active[key] = true
-		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Inc()
+		activeHolds.WithLabelValues(h.cfg.ParentKind).Inc()
 	} else {
 		delete(h.active, key)
-		ActiveHolds.WithLabelValues(h.cfg.ParentKind).Dec()
+		activeHolds.WithLabelValues(h.cfg.ParentKind).Dec()
 	}
 	return true
 }

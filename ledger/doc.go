@@ -4,6 +4,23 @@
 // deployment the resources were created in says, from inside, that none
 // remains.
 //
+// Use it around every external create and delete of an owner: load the
+// operator key, make a Ledger on the records namespace, and let Create call
+// the create only once the record is written:
+//
+//	store, err := ledger.NewConfigMapStore(c, "") // $POD_NAMESPACE
+//	key, err := ledger.LoadKey(ctx, c, store.Namespace(), "")
+//	l, err := ledger.New(store, ledger.Options{Key: key})
+//	rec, err := l.Create(ctx, ledger.Plan{Owner: owner, Policy: ledger.PolicyDelete}, conn,
+//		func(ctx context.Context, tag string) ([]string, error) {
+//			id, err := svc.Create(ctx, name, tag) // tagged with the owner
+//			return []string{id}, err
+//		})
+//
+// On deletion, Cleanup deletes through a Target and removes the record only
+// once the deployment says nothing tagged remains. Package lifecycle does
+// all of this for a kind wired with Setup.
+//
 // # Guarantees
 //
 //   - No record, no create. Ledger.Create writes (or refreshes) the record

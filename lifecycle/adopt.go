@@ -23,14 +23,14 @@ const ReasonAdoptionNeedsApproval = "AdoptionNeedsApproval"
 // and none suggesting what would create a new resource in place of the
 // claimed one. Format verbs: the claimed uid first.
 const (
-	MessageAdoptionNoRecord = "annotation " + AnnotationUID + " claims the resources of uid %s, but no cleanup record of that uid exists, so nothing proves what they are: an admin can restore the record %s from a backup of the operator's namespace; removing the annotation would make this object create a new resource instead of adopting the old one"
-	// MessageAdoptionApproval: uid, records namespace, record name, this
+	messageAdoptionNoRecord = "annotation " + AnnotationUID + " claims the resources of uid %s, but no cleanup record of that uid exists, so nothing proves what they are: an admin can restore the record %s from a backup of the operator's namespace; removing the annotation would make this object create a new resource instead of adopting the old one"
+	// messageAdoptionApproval: uid, records namespace, record name, this
 	// object's uid.
-	MessageAdoptionApproval = "annotation " + AnnotationUID + " claims the resources of uid %s, whose cleanup record was written in an earlier namespace of this name (deleted since), or in one whose identity was not recorded: an admin who trusts this claim approves it with: kubectl -n %s annotate configmap %s " + ledger.AnnotationApproval + "=%s"
-	// MessageAdoptionConnection: uid, the record's connection kind and name.
-	MessageAdoptionConnection = "annotation " + AnnotationUID + " claims the resources of uid %s, which were created through %s %q: reference that connection to adopt them"
-	MessageAdoptionNotProven  = "annotation " + AnnotationUID + " claims the resources of uid %s, but this object's connection does not prove the deployment their cleanup record names: point the connection at that deployment"
-	MessageAdoptionInvalid    = "annotation " + AnnotationUID + " claims the resources of uid %s, but their cleanup record is invalid or not signed by this operator: an admin must inspect it in the operator's namespace"
+	messageAdoptionApproval = "annotation " + AnnotationUID + " claims the resources of uid %s, whose cleanup record was written in an earlier namespace of this name (deleted since), or in one whose identity was not recorded: an admin who trusts this claim approves it with: kubectl -n %s annotate configmap %s " + ledger.AnnotationApproval + "=%s"
+	// messageAdoptionConnection: uid, the record's connection kind and name.
+	messageAdoptionConnection = "annotation " + AnnotationUID + " claims the resources of uid %s, which were created through %s %q: reference that connection to adopt them"
+	messageAdoptionNotProven  = "annotation " + AnnotationUID + " claims the resources of uid %s, but this object's connection does not prove the deployment their cleanup record names: point the connection at that deployment"
+	messageAdoptionInvalid    = "annotation " + AnnotationUID + " claims the resources of uid %s, but their cleanup record is invalid or not signed by this operator: an admin must inspect it in the operator's namespace"
 )
 
 var namespaceGVK = corev1.SchemeGroupVersion.WithKind("Namespace")
@@ -85,7 +85,7 @@ func (r *Reconciler[O, K, C]) adopt(ctx context.Context, x remote[O, K, C], obj 
 	}
 	rt, ok := r.adapter.(Retagger[C])
 	if !ok {
-		return nil, &NeedsAction{Reason: ReasonAdoptionUnsupported, Err: fmt.Errorf("%w: "+MessageAdoptionUnsup, errAdoptionUnsupported, from)}
+		return nil, &NeedsAction{Reason: ReasonAdoptionUnsupported, Err: fmt.Errorf("%w: "+messageAdoptionUnsup, errAdoptionUnsupported, from)}
 	}
 	if err := r.confirmLive(ctx, obj, conn); err != nil {
 		return nil, err
@@ -119,26 +119,26 @@ func refusal(err error, from types.UID, claimed *ledger.Record, p ledger.Plan) *
 	na := &NeedsAction{Reason: ReasonAdoptionRefused, Err: errAdoptionRefused}
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		na.Action = fmt.Sprintf(MessageAdoptionNoRecord, from, ledger.ConfigMapName(from))
+		na.Action = fmt.Sprintf(messageAdoptionNoRecord, from, ledger.ConfigMapName(from))
 	case errors.Is(err, ledger.ErrNeedsApproval):
 		ns := "<the operator's namespace>"
 		if claimed != nil && claimed.Source != nil {
 			ns = claimed.Source.Namespace
 		}
 		na.Reason = ReasonAdoptionNeedsApproval
-		na.Action = fmt.Sprintf(MessageAdoptionApproval, from, ns, ledger.ConfigMapName(from), p.Owner.UID)
+		na.Action = fmt.Sprintf(messageAdoptionApproval, from, ns, ledger.ConfigMapName(from), p.Owner.UID)
 	case errors.Is(err, ledger.ErrOtherConnection):
 		kind, name := "a connection", ""
 		if claimed != nil && claimed.Via != nil {
 			kind, name = claimed.Via.Kind, claimed.Via.Name
 		}
-		na.Action = fmt.Sprintf(MessageAdoptionConnection, from, kind, name)
+		na.Action = fmt.Sprintf(messageAdoptionConnection, from, kind, name)
 	case errors.Is(err, ledger.ErrNotAdoptable):
-		na.Action = fmt.Sprintf(MessageAdoptionRefused, from)
+		na.Action = fmt.Sprintf(messageAdoptionRefused, from)
 	case errors.Is(err, ledger.ErrNotProven):
-		na.Action = fmt.Sprintf(MessageAdoptionNotProven, from)
+		na.Action = fmt.Sprintf(messageAdoptionNotProven, from)
 	case errors.Is(err, ledger.ErrInvalidRecord):
-		na.Action = fmt.Sprintf(MessageAdoptionInvalid, from)
+		na.Action = fmt.Sprintf(messageAdoptionInvalid, from)
 	default:
 		return nil
 	}

@@ -41,9 +41,9 @@ const (
 
 // Event actions (events.k8s.io/v1 requires one).
 const (
-	ActionReconcile = "Reconcile"
-	ActionCreate    = "Create"
-	ActionDelete    = "Delete"
+	actionReconcile = "Reconcile"
+	actionCreate    = "Create"
+	actionDelete    = "Delete"
 )
 
 // Messages. Those with verbs are format strings. None carries an error's
@@ -51,32 +51,32 @@ const (
 // an error from a dial says what answers where (a port scanner). The error
 // itself goes to the operator's log.
 const (
-	MessageAvailable        = "the external resource exists and matches the spec"
-	MessageSynced           = "the last reconcile applied the spec"
-	MessageCreating         = "the external resource does not exist yet"
-	MessageDeleting         = "deleting the external resource"
-	MessageParentMissing    = "the object this one references (its connection) does not exist: create it or fix the reference; nothing is created until it exists"
-	MessageWaitingHold      = "waiting until %s %q carries its deletion hold, so that it cannot go before this object's cleanup; if this lasts, check that the hold controller runs"
-	MessageRecordFailed     = "the cleanup record could not be written (%s error), so nothing was created (no record, no create); retrying with backoff, details in the operator's log"
-	MessageRecordInvalid    = "this object's cleanup record is invalid or not signed by this operator (edited by hand?): nothing is created or deleted until an admin inspects it in the operator's namespace and deletes it; the operator then writes it again"
-	MessageRecordRecreated  = "the cleanup record of this object was missing (deleted out of band) and has been written again"
-	MessageNotProven        = "the connection does not prove the deployment this object's cleanup record names (another server or database, a copy of it, or a re-created sentinel): point the connection back at that deployment; details in the operator's log"
-	MessageError            = "%s error, retrying with backoff; details in the operator's log"
-	MessageDeleteFailed     = "%s error while deleting the external resource, retrying with backoff; details in the operator's log"
-	MessageNeedsAction      = "%s"
-	MessageNeedsActionNone  = "this needs the user or an admin; details in the operator's log"
-	MessageCreated          = "created the external resource %s"
-	MessageAdopted          = "adopted %s, which already carries this object's ownership tag (an earlier create whose answer was lost)"
-	MessageAdoptedFrom      = "adopted the external resources %q of the previous object with this kind, namespace and name (uid %s), and their cleanup record"
-	MessageAdoptionRefused  = "annotation " + AnnotationUID + " claims the resources of uid %s, which belong to an object of another kind, namespace or name: this object may not adopt them (a copy of an object elsewhere is another object); fix the annotation"
-	MessageAdoptionUnsup    = "annotation " + AnnotationUID + " claims the resources of uid %s, but this kind cannot move resources to a new owner: remove the annotation"
-	MessageDeleted          = "deleted the external resource and removed the cleanup record"
-	MessageNothingCreated   = "deleted at once: nothing was created outside the cluster (no cleanup record)"
-	MessageRetained         = "deletion policy Retain: the external resource stays, with its ownership tag, and so does its cleanup record, marked Retain (the sweeper never deletes through it), for a restored object to adopt"
-	MessageReleased         = "released without deleting the external resource: the hold on %s %q ended and the delete could not be done; the cleanup record stays for the sweeper"
-	MessageCreateInDoubt    = "an earlier create attempt's outcome is unknown and the service may still complete it: nothing is created again, and the cleanup record stays, until it no longer can (about %s)"
-	MessageDuplicates       = "the external resources %q all carry this object's ownership tag and none of them is in its cleanup record: an admin must delete all but the one in use; nothing is deleted automatically"
-	MessageDuplicateDeleted = "deleted %s, a second external resource carrying this object's ownership tag (a create attempt that completed after its retry); kept %s, the one in the cleanup record"
+	messageAvailable        = "the external resource exists and matches the spec"
+	messageSynced           = "the last reconcile applied the spec"
+	messageCreating         = "the external resource does not exist yet"
+	messageDeleting         = "deleting the external resource"
+	messageParentMissing    = "the object this one references (its connection) does not exist: create it or fix the reference; nothing is created until it exists"
+	messageWaitingHold      = "waiting until %s %q carries its deletion hold, so that it cannot go before this object's cleanup; if this lasts, check that the hold controller runs"
+	messageRecordFailed     = "the cleanup record could not be written (%s error), so nothing was created (no record, no create); retrying with backoff, details in the operator's log"
+	messageRecordInvalid    = "this object's cleanup record is invalid or not signed by this operator (edited by hand?): nothing is created or deleted until an admin inspects it in the operator's namespace and deletes it; the operator then writes it again"
+	messageRecordRecreated  = "the cleanup record of this object was missing (deleted out of band) and has been written again"
+	messageNotProven        = "the connection does not prove the deployment this object's cleanup record names (another server or database, a copy of it, or a re-created sentinel): point the connection back at that deployment; details in the operator's log"
+	messageError            = "%s error, retrying with backoff; details in the operator's log"
+	messageDeleteFailed     = "%s error while deleting the external resource, retrying with backoff; details in the operator's log"
+	messageNeedsAction      = "%s"
+	messageNeedsActionNone  = "this needs the user or an admin; details in the operator's log"
+	messageCreated          = "created the external resource %s"
+	messageAdopted          = "adopted %s, which already carries this object's ownership tag (an earlier create whose answer was lost)"
+	messageAdoptedFrom      = "adopted the external resources %q of the previous object with this kind, namespace and name (uid %s), and their cleanup record"
+	messageAdoptionRefused  = "annotation " + AnnotationUID + " claims the resources of uid %s, which belong to an object of another kind, namespace or name: this object may not adopt them (a copy of an object elsewhere is another object); fix the annotation"
+	messageAdoptionUnsup    = "annotation " + AnnotationUID + " claims the resources of uid %s, but this kind cannot move resources to a new owner: remove the annotation"
+	messageDeleted          = "deleted the external resource and removed the cleanup record"
+	messageNothingCreated   = "deleted at once: nothing was created outside the cluster (no cleanup record)"
+	messageRetained         = "deletion policy Retain: the external resource stays, with its ownership tag, and so does its cleanup record, marked Retain (the sweeper never deletes through it), for a restored object to adopt"
+	messageReleased         = "released without deleting the external resource: the hold on %s %q ended and the delete could not be done; the cleanup record stays for the sweeper"
+	messageCreateInDoubt    = "an earlier create attempt's outcome is unknown and the service may still complete it: nothing is created again, and the cleanup record stays, until it no longer can (about %s)"
+	messageDuplicates       = "the external resources %q all carry this object's ownership tag and none of them is in its cleanup record: an admin must delete all but the one in use; nothing is deleted automatically"
+	messageDuplicateDeleted = "deleted %s, a second external resource carrying this object's ownership tag (a create attempt that completed after its retry); kept %s, the one in the cleanup record"
 )
 
 // AnnotationUID is the annotation that ties an object to the UID its

@@ -4,6 +4,22 @@
 // delete). The reconciler, not the adapter, owns the order that makes
 // finale's guarantees hold.
 //
+// Use it by handing Setup one Kind: the adapter (the service's verbs),
+// how to dial a client, which connection object (the parent) an object
+// names, and which credential Secret the parent names. Everything else
+// has a default that keeps every guarantee:
+//
+//	_, err := lifecycle.Setup(ctx, mgr, lifecycle.Kind[*Widget, *corev1.ConfigMap, string, *Conn]{
+//		Adapter:    adapter, // Connect, Prove, Observe, Create, Update, Delete, ConnectParent
+//		Dial:       dial,    // func(ctx, key string) (*Conn, error)
+//		ParentName: func(w *Widget) string { return w.Spec.Parent },
+//		SecretName: func(p *corev1.ConfigMap) string { return p.Data["secret"] },
+//	})
+//
+// ExampleSetup runs exactly that against a real control plane and deletes
+// the object's whole namespace: the external resource is deleted and its
+// record removed before the connection object goes.
+//
 // # Adopting it
 //
 // Setup wires kinds with every guarantee in one call: from a Kind (the

@@ -30,9 +30,9 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 )
 
-// FinalizerSuffix ends the default cleanup finalizer: a kind of group g
-// without Options.Finalizer is cleaned up under g + FinalizerSuffix.
-const FinalizerSuffix = "/cleanup"
+// finalizerSuffix ends the default cleanup finalizer: a kind of group g
+// without Options.Finalizer is cleaned up under g + finalizerSuffix.
+const finalizerSuffix = "/cleanup"
 
 // Kind is one managed kind O for Setup: its adapter and where its objects
 // name their connection object (the parent, of kind P); and, on the first
@@ -53,7 +53,7 @@ type Kind[O, P client.Object, K comparable, C any] struct {
 	// skipped (Options.Skip).
 	ParentName func(obj O) string
 	// Options tune the reconciler: Finalizer ("" is the kind's API group
-	// followed by FinalizerSuffix, keys.finale.dev/cleanup say),
+	// followed by "/cleanup", keys.finale.dev/cleanup say),
 	// DefaultPolicy, RetryInterval, VerifyInterval, LastChance and Skip.
 	// Scheme, Ledger, Hold, Watchdog, Recorder, APIReader and Clock are
 	// Setup's to fill; Classifier may only be the shared one.

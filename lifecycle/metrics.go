@@ -7,33 +7,33 @@ import (
 
 // Outcome label values.
 const (
-	OutcomeCreated  = "created"
-	OutcomeAdopted  = "adopted"
-	OutcomeDeleted  = "deleted"
-	OutcomeRetained = "retained"
-	OutcomeReleased = "released_without_delete"
-	// OutcomeAdoptedFrom: resources and record taken over from a previous
+	outcomeCreated  = "created"
+	outcomeAdopted  = "adopted"
+	outcomeDeleted  = "deleted"
+	outcomeRetained = "retained"
+	outcomeReleased = "released_without_delete"
+	// outcomeAdoptedFrom: resources and record taken over from a previous
 	// object of the same kind, namespace and name.
-	OutcomeAdoptedFrom = "adopted_from_previous"
-	// OutcomeNothingCreated: deleted at once, nothing had been created.
-	OutcomeNothingCreated = "nothing_created"
+	outcomeAdoptedFrom = "adopted_from_previous"
+	// outcomeNothingCreated: deleted at once, nothing had been created.
+	outcomeNothingCreated = "nothing_created"
 )
 
 var (
-	// Creates counts external resources created, and those adopted by their
+	// createsTotal counts external resources created, and those adopted by their
 	// ownership tag after an answer was lost: adoptions that are frequent
 	// say creates time out.
-	Creates = prometheus.NewCounterVec(prometheus.CounterOpts{
+	createsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_lifecycle_creates_total",
 		Help: "External resources created, or adopted by their ownership tag, by kind and outcome (created, adopted, adopted_from_previous).",
 	}, []string{"kind", "outcome"})
-	// Finished counts cleanup finalizers removed, by how.
-	Finished = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// deletionsTotal counts cleanup finalizers removed, by how.
+	deletionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "finale_lifecycle_deletions_total",
 		Help: "Cleanup finalizers removed, by kind and outcome (deleted, retained, nothing_created, released_without_delete).",
 	}, []string{"kind", "outcome"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(Creates, Finished)
+	crmetrics.Registry.MustRegister(createsTotal, deletionsTotal)
 }

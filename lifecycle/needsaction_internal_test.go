@@ -34,14 +34,14 @@ func TestNeedsActionMessage(t *testing.T) {
 		},
 		"empty": {
 			err:  &NeedsAction{Reason: "Empty"},
-			want: MessageNeedsActionNone,
+			want: messageNeedsActionNone,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := &Reconciler[*stringPolicy, string, int]{o: Options{Clock: clock.RealClock{}}}
 			st := newStatus(r, &stringPolicy{})
-			if _, err := r.failed(context.Background(), st, tc.err, ReasonReconcileError, MessageError); err != nil {
+			if _, err := r.failed(context.Background(), st, tc.err, ReasonReconcileError, messageError); err != nil {
 				t.Fatalf("a NeedsAction is retried at RetryInterval, not returned: %v", err)
 			}
 			c := st.get(ConditionSynced)

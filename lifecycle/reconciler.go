@@ -292,15 +292,15 @@ func (r *Reconciler[O, K, C]) Reconcile(ctx context.Context, req reconcile.Reque
 
 func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K, C]) (reconcile.Result, error) {
 	if st.get(ConditionReady) == nil {
-		st.ready(false, ReasonCreating, MessageCreating)
+		st.ready(false, ReasonCreating, messageCreating)
 	}
 	conn, err := r.adapter.Connect(ctx, obj)
 	if err != nil {
-		return r.failed(ctx, st, err, ReasonReconcileError, MessageError)
+		return r.failed(ctx, st, err, ReasonReconcileError, messageError)
 	}
 	if conn.Parent == nil {
-		st.synced(false, ReasonParentNotFound, MessageParentMissing)
-		st.ready(false, ReasonCreating, MessageCreating)
+		st.synced(false, ReasonParentNotFound, messageParentMissing)
+		st.ready(false, ReasonCreating, messageCreating)
 		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
 	}
 	if r.o.Hold != nil && !r.o.Hold.Held(conn.Parent) {
@@ -311,7 +311,7 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 		if st.get(ConditionSynced) == nil && r.o.Clock.Since(obj.GetCreationTimestamp().Time) < r.o.RetryInterval {
 			st.discard()
 		} else {
-			st.synced(false, ReasonWaitingForHold, MessageWaitingHold, kindOf(conn.Parent, r.o.Scheme), conn.Parent.GetName())
+			st.synced(false, ReasonWaitingForHold, messageWaitingHold, kindOf(conn.Parent, r.o.Scheme), conn.Parent.GetName())
 		}
 		return reconcile.Result{RequeueAfter: min(r.o.RetryInterval, time.Second)}, nil
 	}
@@ -361,11 +361,11 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
 	}
 	if errors.Is(err, errSecretUnheld) {
-		st.synced(false, ReasonWaitingForHold, MessageWaitingHold, "Secret", r.o.Hold.SecretName(conn.Parent))
+		st.synced(false, ReasonWaitingForHold, messageWaitingHold, "Secret", r.o.Hold.SecretName(conn.Parent))
 		return reconcile.Result{RequeueAfter: min(r.o.RetryInterval, time.Second)}, nil
 	}
 	if err != nil {
-		return r.failed(ctx, st, err, ReasonReconcileError, MessageError)
+		return r.failed(ctx, st, err, ReasonReconcileError, messageError)
 	}
 	if claim != string(obj.GetUID()) {
 		if err := r.setUIDAnnotation(ctx, obj); err != nil {
@@ -375,17 +375,17 @@ func (r *Reconciler[O, K, C]) apply(ctx context.Context, obj O, st *status[O, K,
 	kind := r.gvk.kind
 	switch {
 	case from != nil:
-		Creates.WithLabelValues(kind, OutcomeAdoptedFrom).Inc()
-		r.event(obj, corev1.EventTypeNormal, ReasonAdoptedFrom, ActionCreate, MessageAdoptedFrom, from.ids, from.uid)
+		createsTotal.WithLabelValues(kind, outcomeAdoptedFrom).Inc()
+		r.event(obj, corev1.EventTypeNormal, ReasonAdoptedFrom, actionCreate, messageAdoptedFrom, from.ids, from.uid)
 	case created != "":
-		Creates.WithLabelValues(kind, OutcomeCreated).Inc()
-		r.event(obj, corev1.EventTypeNormal, ReasonCreated, ActionCreate, MessageCreated, created)
+		createsTotal.WithLabelValues(kind, outcomeCreated).Inc()
+		r.event(obj, corev1.EventTypeNormal, ReasonCreated, actionCreate, messageCreated, created)
 	case adopted != "":
-		Creates.WithLabelValues(kind, OutcomeAdopted).Inc()
-		r.event(obj, corev1.EventTypeNormal, ReasonAdopted, ActionCreate, MessageAdopted, adopted)
+		createsTotal.WithLabelValues(kind, outcomeAdopted).Inc()
+		r.event(obj, corev1.EventTypeNormal, ReasonAdopted, actionCreate, messageAdopted, adopted)
 	}
-	st.synced(true, ReasonReconcileSuccess, MessageSynced)
-	st.ready(true, ReasonAvailable, MessageAvailable)
+	st.synced(true, ReasonReconcileSuccess, messageSynced)
+	st.ready(true, ReasonAvailable, messageAvailable)
 	return reconcile.Result{}, nil
 }
 
@@ -408,7 +408,7 @@ func (r *Reconciler[O, K, C]) duplicates(ctx context.Context, x remote[O, K, C],
 		}
 	}
 	if len(recorded) != 1 {
-		return "", &NeedsAction{Reason: ReasonDuplicates, Action: fmt.Sprintf(MessageDuplicates, ids)}
+		return "", &NeedsAction{Reason: ReasonDuplicates, Action: fmt.Sprintf(messageDuplicates, ids)}
 	}
 	kept := recorded[0]
 	for _, id := range ids {
@@ -419,7 +419,7 @@ func (r *Reconciler[O, K, C]) duplicates(ctx context.Context, x remote[O, K, C],
 			return "", fmt.Errorf("lifecycle: delete duplicate %s of %s: %w", id, r.owner(obj), err)
 		}
 		logf.FromContext(ctx).Info("deleted a duplicate external resource", "deleted", id, "kept", kept, "owner", r.owner(obj).String())
-		r.event(obj, corev1.EventTypeWarning, ReasonDuplicateDeleted, ActionReconcile, MessageDuplicateDeleted, id, kept)
+		r.event(obj, corev1.EventTypeWarning, ReasonDuplicateDeleted, actionReconcile, messageDuplicateDeleted, id, kept)
 	}
 	return kept, nil
 }
@@ -467,7 +467,7 @@ func (r *Reconciler[O, K, C]) verify(ctx context.Context, x remote[O, K, C], obj
 	r.verified.Store(obj.GetUID(), verification{at: r.o.Clock.Now(), parent: parent})
 	if recreated {
 		logf.FromContext(ctx).Info("cleanup record was missing and has been written again", "owner", r.owner(obj).String(), "ids", ids)
-		r.event(obj, corev1.EventTypeWarning, ReasonRecordRecreated, ActionReconcile, MessageRecordRecreated)
+		r.event(obj, corev1.EventTypeWarning, ReasonRecordRecreated, actionReconcile, messageRecordRecreated)
 	}
 	return nil
 }
@@ -565,9 +565,9 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	}
 	if r.policy(obj) == PolicyRetain {
 		if err := r.keep(ctx, obj); err != nil {
-			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+			return r.failed(ctx, st, err, ReasonDeleteFailed, messageDeleteFailed)
 		}
-		return r.finish(ctx, obj, ReasonRetained, MessageRetained)
+		return r.finish(ctx, obj, ReasonRetained, messageRetained)
 	}
 	var rec *ledger.Record
 	if r.o.Ledger != nil {
@@ -584,13 +584,13 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 			// nothing. One that was Ready has lost its record out of band
 			// and is cleaned up by its tag below.
 			if ready := st.get(ConditionReady); !isTrue(ready) && (ready == nil || ready.Reason != ReasonDeleting) {
-				return r.finish(ctx, obj, ReasonNothingCreated, MessageNothingCreated)
+				return r.finish(ctx, obj, ReasonNothingCreated, messageNothingCreated)
 			}
 		case err != nil:
-			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+			return r.failed(ctx, st, err, ReasonDeleteFailed, messageDeleteFailed)
 		}
 	}
-	st.ready(false, ReasonDeleting, MessageDeleting)
+	st.ready(false, ReasonDeleting, messageDeleting)
 	conn, err := r.adapter.Connect(ctx, obj)
 	// A Connect error with a parent in hand (its Secret is gone, say) still
 	// lets the hold decide; one without (the parent could not be read) must
@@ -607,7 +607,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 			cancel()
 			r.attempt(ctx, obj, cerr)
 			if cerr == nil {
-				return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
+				return r.finish(ctx, obj, ReasonDeleted, messageDeleted)
 			}
 			logf.FromContext(ctx).Error(cerr, "last delete attempt after the hold ended failed; releasing without delete")
 		}
@@ -615,7 +615,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	}
 	if err != nil {
 		r.attempt(ctx, obj, err)
-		return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+		return r.failed(ctx, st, err, ReasonDeleteFailed, messageDeleteFailed)
 	}
 	passCtx := ctx
 	switch {
@@ -626,19 +626,19 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	case conn.Parent == nil:
 		// Without a hold nothing can reach the service any more: the naive
 		// build lets go (and leaks, unless a record lets the sweeper act).
-		return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
+		return r.finish(ctx, obj, ReasonDeleted, messageDeleted)
 	}
 	tag := ledger.Tag(r.owner(obj))
 	err = r.cleanup(passCtx, r.remote(conn.Key), obj, conn, tag)
 	r.attempt(ctx, obj, err)
 	if err != nil {
 		if r.o.Hold == nil {
-			return r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+			return r.failed(ctx, st, err, ReasonDeleteFailed, messageDeleteFailed)
 		}
 		// Within a held deletion the retry is bounded by the hold end, so
 		// the pass at the hold end is the one that releases: the retry is
 		// this object's own backoff, capped there, not the workqueue's.
-		res, _ := r.failed(ctx, st, err, ReasonDeleteFailed, MessageDeleteFailed)
+		res, _ := r.failed(ctx, st, err, ReasonDeleteFailed, messageDeleteFailed)
 		backoff := r.backoff(obj)
 		if res.RequeueAfter > 0 {
 			backoff = res.RequeueAfter
@@ -646,7 +646,7 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 		logf.FromContext(ctx).Error(err, "delete attempt failed", "retryIn", backoff)
 		return reconcile.Result{RequeueAfter: r.o.Hold.RetryAfter(conn.Parent, backoff)}, nil
 	}
-	return r.finish(ctx, obj, ReasonDeleted, MessageDeleted)
+	return r.finish(ctx, obj, ReasonDeleted, messageDeleted)
 }
 
 // release lets obj go without its external delete: the hold is over. Its
@@ -665,9 +665,9 @@ func (r *Reconciler[O, K, C]) release(ctx context.Context, obj O, conn Connectio
 	logf.FromContext(ctx).Info("released without deleting the external resource: the hold ended; the cleanup record stays for the sweeper",
 		"owner", r.owner(obj).String(), "parent", kind+" "+name, "recorded", rec != nil)
 	if rec != nil && rec.Source != nil && r.o.Recorder != nil {
-		r.o.Recorder.Eventf(rec.Source, obj, corev1.EventTypeWarning, ReasonReleased, ActionDelete, MessageReleased, kind, name)
+		r.o.Recorder.Eventf(rec.Source, obj, corev1.EventTypeWarning, ReasonReleased, actionDelete, messageReleased, kind, name)
 	}
-	Finished.WithLabelValues(r.gvk.kind, OutcomeReleased).Inc()
+	deletionsTotal.WithLabelValues(r.gvk.kind, outcomeReleased).Inc()
 	r.done(ctx, obj)
 	r.forgetObject(obj)
 	return reconcile.Result{}, nil
@@ -762,14 +762,14 @@ func (r *Reconciler[O, K, C]) finish(ctx context.Context, obj O, reason, msg str
 	}
 	r.forgetObject(obj)
 	r.done(ctx, obj)
-	outcome := map[string]string{ReasonRetained: OutcomeRetained, ReasonNothingCreated: OutcomeNothingCreated}[reason]
+	outcome := map[string]string{ReasonRetained: outcomeRetained, ReasonNothingCreated: outcomeNothingCreated}[reason]
 	if outcome == "" {
-		outcome = OutcomeDeleted
+		outcome = outcomeDeleted
 	}
-	Finished.WithLabelValues(r.gvk.kind, outcome).Inc()
+	deletionsTotal.WithLabelValues(r.gvk.kind, outcome).Inc()
 	logf.FromContext(ctx).V(1).Info("cleanup finalizer removed", "outcome", outcome)
 	if reason != ReasonDeleted {
-		r.event(obj, corev1.EventTypeNormal, reason, ActionDelete, msg)
+		r.event(obj, corev1.EventTypeNormal, reason, actionDelete, msg)
 	}
 	return reconcile.Result{}, nil
 }
@@ -817,22 +817,22 @@ func (r *Reconciler[O, K, C]) failed(ctx context.Context, st *status[O, K, C], e
 	var doubt *ledger.InDoubtError
 	switch na, ok := asNeedsAction(err); {
 	case ok:
-		st.synced(false, na.Reason, MessageNeedsAction, needsActionMessage(na))
+		st.synced(false, na.Reason, messageNeedsAction, needsActionMessage(na))
 		log.Info("needs the user", "reason", na.Reason, "error", err.Error())
 		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
 	case errors.Is(err, ledger.ErrInvalidRecord):
-		st.synced(false, ReasonRecordInvalid, MessageRecordInvalid)
+		st.synced(false, ReasonRecordInvalid, messageRecordInvalid)
 		log.Error(err, "cleanup record invalid; needs an admin")
 		return reconcile.Result{RequeueAfter: r.o.RetryInterval}, nil
 	case errors.Is(err, ledger.ErrNotProven):
-		st.synced(false, ReasonNotProven, MessageNotProven)
+		st.synced(false, ReasonNotProven, messageNotProven)
 	case errors.Is(err, ledger.ErrRecordWrite):
-		st.synced(false, ReasonRecordFailed, MessageRecordFailed, r.class(ctx, err))
+		st.synced(false, ReasonRecordFailed, messageRecordFailed, r.class(ctx, err))
 	case errors.As(err, &doubt):
 		// A wait with a known end, not a failure: looked at again when it
 		// ends, not with the workqueue's backoff.
 		left := doubt.RetryAfter(r.o.Clock.Now())
-		st.synced(false, ReasonCreateInDoubt, MessageCreateInDoubt, left.Round(time.Second))
+		st.synced(false, ReasonCreateInDoubt, messageCreateInDoubt, left.Round(time.Second))
 		log.Info("create in doubt: waiting until it can no longer complete", "until", doubt.Until)
 		return reconcile.Result{RequeueAfter: left}, nil
 	default:

@@ -180,7 +180,7 @@ func needsActionMessage(na *NeedsAction) string {
 	case na.Err != nil:
 		return na.Err.Error()
 	}
-	return MessageNeedsActionNone
+	return messageNeedsActionNone
 }
 
 // quiet are the reasons of states an object passes through on its way, not
@@ -243,7 +243,7 @@ func (s *status[O, K, C]) flush(ctx context.Context) error {
 		if c == nil || c.Status == metav1.ConditionTrue || quiet[c.Reason] || (old != nil && old.Status == c.Status && old.Reason == c.Reason) {
 			continue
 		}
-		s.r.event(s.obj, corev1.EventTypeWarning, c.Reason, ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
+		s.r.event(s.obj, corev1.EventTypeWarning, c.Reason, actionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
 	}
 	s.before = nil
 	for _, c := range *s.f.conditions {

@@ -124,7 +124,7 @@ func (k Kind[O, P, K, C]) member(mgr ctrl.Manager, s *runtime.Scheme) (*member[P
 		if gvk.Group == "" {
 			return nil, fmt.Errorf("%w: %s.Options.Finalizer is required for a kind of the core API group (no group to name it after)", ErrConfig, where)
 		}
-		m.finalizer = gvk.Group + FinalizerSuffix
+		m.finalizer = gvk.Group + finalizerSuffix
 	}
 	if m.needs(SkipHold) && k.ParentName == nil {
 		return nil, fmt.Errorf("%w: %s.ParentName is required with a hold: return the name of the parent the object references (what Adapter.Connect reads), or name SkipHold in Options.Skip", ErrConfig, where)

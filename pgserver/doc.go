@@ -6,6 +6,16 @@
 // own CA (NewCA, CA.Issue) signed, so clients can verify the server
 // (sslmode=verify-full, sslrootcert the CA).
 //
+// Use it in a test or a TestMain (testenv.Options.Postgres starts one with
+// the control plane):
+//
+//	s, err := pgserver.Start(ctx, pgserver.Options{})
+//	if err != nil {
+//		return err // ErrNotInstalled says what to install
+//	}
+//	defer s.Stop()
+//	conn, err := pgx.Connect(ctx, s.DSN())
+//
 // It installs nothing by itself: without a server it returns
 // ErrNotInstalled, saying what to install. Options.Install asks it to run
 // apt-get (as root) instead; finale's own tests do, and `make postgres`

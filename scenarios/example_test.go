@@ -34,7 +34,7 @@ func ExampleNames() {
 }
 
 // Running a seed scenario and a randomized campaign on a fresh control plane
-// and PostgreSQL, as `finale scenario` does.
+// and PostgreSQL, as `finale-lab scenario` does.
 func ExampleCampaign() {
 	ctx := context.Background()
 	cp, err := controlplane.Start(ctx, controlplane.Options{})

@@ -6,6 +6,20 @@
 // only once that deployment says nothing of the owner's remains. What it
 // cannot reach stays, counted and reported.
 //
+// Use it by giving New the ledger, the owners' cache, a live reader and,
+// per recorded kind, the connections a record may be swept through, and
+// adding the Sweeper to the manager (it runs on the leader only):
+//
+//	s, err := sweep.New(sweep.Options{
+//		Ledger:  l,
+//		Owners:  mgr.GetCache(),
+//		Live:    mgr.GetAPIReader(),
+//		Targets: sweep.ByKind{"Role": roles},
+//	})
+//	err = mgr.Add(s)
+//
+// lifecycle.Setup wires it for every kind it sets up.
+//
 // # The invariant
 //
 // A record is removed only when its resources were deleted, or proven

@@ -34,30 +34,30 @@ const (
 	ReasonUnverified  = "CleanupRecordUnverified"
 	ActionSweep       = "Sweep"
 
-	// MessageUnreachable: owner, deployment, connections tried, error
+	// messageUnreachable: owner, deployment, connections tried, error
 	// class, IDs, tag, namespace, name.
-	MessageUnreachable = "owner %s is gone but no allowed connection proves deployment %s (tried: %s; last error class %s). " +
+	messageUnreachable = "owner %s is gone but no allowed connection proves deployment %s (tried: %s; last error class %s). " +
 		"The sweeper uses only the connection object the record names, if it still exists, and connections an admin designated. " +
 		"To clean up by hand: in that deployment delete the resources with IDs %q and any resource tagged %q, " +
 		"then delete this record: kubectl -n %s delete configmap %s"
-	// MessageUnverified: owner, deployment, the connections not used,
+	// messageUnverified: owner, deployment, the connections not used,
 	// IDs, tag, namespace, name.
-	MessageUnverified = "owner %s is gone but no connection the sweeper may use authenticates the server of deployment %s (not used: %s). " +
+	messageUnverified = "owner %s is gone but no connection the sweeper may use authenticates the server of deployment %s (not used: %s). " +
 		"Through an unauthenticated connection a copy of the deployment behind a proxy in the path answers every proof as the deployment would, " +
 		"so the sweeper deletes nothing and keeps this record. Make one of those connections authenticated (for PostgreSQL: sslMode verify-full), " +
 		"or clean up by hand: in that deployment delete the resources with IDs %q and any resource tagged %q, " +
 		"then delete this record: kubectl -n %s delete configmap %s"
-	// MessageInvalid: namespace, name, what is wrong.
-	MessageInvalid = "cleanup record %s/%s is invalid and will not be acted on or deleted by the sweeper: %s. " +
+	// messageInvalid: namespace, name, what is wrong.
+	messageInvalid = "cleanup record %s/%s is invalid and will not be acted on or deleted by the sweeper: %s. " +
 		"Repair it, or clean up its external resources by hand and then delete it"
-	// MessageSwept: owner, number of deleted resources, deployment, connection.
-	MessageSwept = "owner %s is gone: deleted %d external resource(s) in deployment %s through %s, then removed this record"
-	// MessageRetained: owner, IDs, tag, deployment, namespace, name.
-	MessageRetained = "owner %s is gone and its deletion policy is Retain: the resources with IDs %q (tag %q) stay in deployment %s, and so does this record, so that a restored object can adopt them; the sweeper never deletes through it. " +
+	// messageSwept: owner, number of deleted resources, deployment, connection.
+	messageSwept = "owner %s is gone: deleted %d external resource(s) in deployment %s through %s, then removed this record"
+	// messageRetained: owner, IDs, tag, deployment, namespace, name.
+	messageRetained = "owner %s is gone and its deletion policy is Retain: the resources with IDs %q (tag %q) stay in deployment %s, and so does this record, so that a restored object can adopt them; the sweeper never deletes through it. " +
 		"When nobody will adopt them, delete the record: kubectl -n %s delete configmap %s"
-	// MessageAdoptable: owner, the object that now has its name and claims
+	// messageAdoptable: owner, the object that now has its name and claims
 	// the record.
-	MessageAdoptable = "owner %s is gone and %s, with its kind, namespace and name, claims this record (annotation " + ledger.AnnotationUID + "): it may adopt it, so the sweeper deletes nothing while the claim stands"
+	messageAdoptable = "owner %s is gone and %s, with its kind, namespace and name, claims this record (annotation " + ledger.AnnotationUID + "): it may adopt it, so the sweeper deletes nothing while the claim stands"
 )
 
 // Defaults.
@@ -479,7 +479,7 @@ func (p *pass) invalid(ctx context.Context, inv ledger.Invalid) {
 				"if the owner is gone, nothing vouches for it"
 		}
 		p.s.opts.Log.Error(inv.Err, "invalid cleanup record left alone", "namespace", ns, "name", name)
-		p.event(inv.Record, corev1.EventTypeWarning, ReasonInvalid, MessageInvalid, ns, name, what)
+		p.event(inv.Record, corev1.EventTypeWarning, ReasonInvalid, messageInvalid, ns, name, what)
 	}
 }
 
@@ -513,8 +513,8 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		return
 	case st == namesake:
 		if p.report(ctx, r, Adoptable, "", p.settle(k, Adoptable, false)) {
-			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(MessageAdoptable, r.Owner, other), "owner", r.Owner.String())
-			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, MessageAdoptable, r.Owner.String(), other)
+			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(messageAdoptable, r.Owner, other), "owner", r.Owner.String())
+			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, messageAdoptable, r.Owner.String(), other)
 		}
 		return
 	}
@@ -552,7 +552,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 				removedTotal.Inc()
 				p.add(func(rep *Report) { rep.Removed++ })
 				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "connection", c.Name, "authentication", c.Authentication, "deleted", res.Deleted)
-				p.event(r, corev1.EventTypeNormal, ReasonSwept, MessageSwept, r.Owner.String(), len(res.Deleted), r.Deployment, c.Name)
+				p.event(r, corev1.EventTypeNormal, ReasonSwept, messageSwept, r.Owner.String(), len(res.Deleted), r.Deployment, c.Name)
 			}
 			p.forget(k)
 			return
@@ -584,8 +584,8 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 	}
 	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(tried, ", "), class, r.ExternalIDs, r.Tag, ns, name}
 	if p.report(ctx, r, Unreachable, string(class), p.settle(k, Unreachable, true)) {
-		p.s.opts.Log.Info("cleanup record unreachable: "+fmt.Sprintf(MessageUnreachable, args...), "owner", r.Owner.String(), "error", lastErr.Error())
-		p.event(r, corev1.EventTypeWarning, ReasonUnreachable, MessageUnreachable, args...)
+		p.s.opts.Log.Info("cleanup record unreachable: "+fmt.Sprintf(messageUnreachable, args...), "owner", r.Owner.String(), "error", lastErr.Error())
+		p.event(r, corev1.EventTypeWarning, ReasonUnreachable, messageUnreachable, args...)
 	} else {
 		p.s.opts.Log.V(1).Info("cleanup record still unreachable", "owner", r.Owner.String(), "deployment", r.Deployment, "error", lastErr.Error())
 	}
@@ -596,8 +596,8 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 func (p *pass) unverified(ctx context.Context, k string, r *ledger.Record, names []string, ns, name string) {
 	args := []interface{}{r.Owner.String(), r.Deployment, strings.Join(names, ", "), r.ExternalIDs, r.Tag, ns, name}
 	if p.report(ctx, r, Unverified, "", p.settle(k, Unverified, true)) {
-		p.s.opts.Log.Info("cleanup record kept, no authenticated connection: "+fmt.Sprintf(MessageUnverified, args...), "owner", r.Owner.String())
-		p.event(r, corev1.EventTypeWarning, ReasonUnverified, MessageUnverified, args...)
+		p.s.opts.Log.Info("cleanup record kept, no authenticated connection: "+fmt.Sprintf(messageUnverified, args...), "owner", r.Owner.String())
+		p.event(r, corev1.EventTypeWarning, ReasonUnverified, messageUnverified, args...)
 	} else {
 		p.s.opts.Log.V(1).Info("cleanup record still without an authenticated connection", "owner", r.Owner.String(), "deployment", r.Deployment)
 	}
@@ -617,8 +617,8 @@ func (p *pass) retain(ctx context.Context, k string, r *ledger.Record) {
 		ns, name = r.Source.Namespace, r.Source.Name
 	}
 	args := []interface{}{r.Owner.String(), r.ExternalIDs, r.Tag, r.Deployment, ns, name}
-	p.s.opts.Log.Info("retained: "+fmt.Sprintf(MessageRetained, args...), "owner", r.Owner.String())
-	p.event(r, corev1.EventTypeNormal, ReasonRetained, MessageRetained, args...)
+	p.s.opts.Log.Info("retained: "+fmt.Sprintf(messageRetained, args...), "owner", r.Owner.String())
+	p.event(r, corev1.EventTypeNormal, ReasonRetained, messageRetained, args...)
 }
 
 var errNoTarget = errors.New("no allowed connection for this record")

@@ -5,11 +5,22 @@
 // the seed incident a finalizer failed 238 times over 39 minutes and nobody
 // saw it until a human restarted the pod.
 //
-// # Use
+// Use it from a finalizer's reconcile: Attempt after each cleanup attempt
+// with its error, Done once the finalizer is removed, and the Runnable on
+// the manager for deletions nobody attempts any more:
 //
-// A finalizer's reconcile calls Attempt after each cleanup attempt, with
-// the attempt's error, and Done after it removed the finalizer. Both work
-// for any kind and any number of finalizers per object.
+//	w := watchdog.New(watchdog.Options{Threshold: 5 * time.Minute, Scheme: mgr.GetScheme()})
+//	err = mgr.Add(w.Runnable(time.Minute, mgr.GetAPIReader()))
+//	...
+//	err := deleteExternal(ctx, obj)
+//	if blocked := w.Attempt(ctx, obj, finalizer, err); blocked {
+//		// already evented and in CleanupBlocked; keep retrying
+//	}
+//	// after removing the finalizer:
+//	w.Done(ctx, obj, finalizer)
+//
+// Attempt and Done work for any kind and any number of finalizers per
+// object.
 //
 // # Guarantees
 //

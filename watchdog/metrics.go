@@ -5,8 +5,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// SuccessLabel is the class label of an attempt that returned no error.
-const SuccessLabel = "Success"
+// successLabel is the class label of an attempt that returned no error.
+const successLabel = "Success"
 
 // Package-level vectors: several Watchdogs in one process (one per
 // controller) add up in the same series, which is what a dashboard wants.

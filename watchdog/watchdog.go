@@ -36,15 +36,15 @@ const (
 	// ReasonCleanupRecovered is the reason of the Normal Event and of the
 	// condition once it is False again.
 	ReasonCleanupRecovered = "CleanupRecovered"
-	// ActionCleanup is the action of both Events (events.k8s.io/v1 requires one).
-	ActionCleanup = "Cleanup"
+	// actionCleanup is the action of both Events (events.k8s.io/v1 requires one).
+	actionCleanup = "Cleanup"
 
-	// MessageBlocked is the Warning Event note and, per blocked finalizer,
+	// messageBlocked is the Warning Event note and, per blocked finalizer,
 	// the condition message: finalizer, age, attempts, last error class.
-	MessageBlocked = "finalizer %s has held the deletion for %s: %d cleanup attempts, last error class %s"
-	// MessageRecovered is the Normal Event note and the condition message
+	messageBlocked = "finalizer %s has held the deletion for %s: %d cleanup attempts, last error class %s"
+	// messageRecovered is the Normal Event note and the condition message
 	// once no finalizer of the object is blocked: finalizer, age, attempts.
-	MessageRecovered = "finalizer %s is no longer blocked after %s and %d cleanup attempts"
+	messageRecovered = "finalizer %s is no longer blocked after %s and %d cleanup attempts"
 
 	// DefaultThreshold is Options.Threshold when unset.
 	DefaultThreshold = 5 * time.Minute
@@ -224,7 +224,7 @@ func (w *Watchdog) Attempt(ctx context.Context, obj client.Object, finalizer str
 		// success or an empty label.
 		class = errclass.Unknown
 	}
-	label := SuccessLabel
+	label := successLabel
 	if failed {
 		label = string(class)
 	}
@@ -449,11 +449,11 @@ func (w *Watchdog) announce(ctx context.Context, tr transition) {
 	d := tr.d
 	if w.recorder != nil {
 		if tr.blocked {
-			w.recorder.Eventf(tr.ref, nil, corev1.EventTypeWarning, ReasonCleanupBlocked, ActionCleanup,
-				MessageBlocked, d.Finalizer, roundAge(d.Age), d.Attempts, classText(d.LastClass))
+			w.recorder.Eventf(tr.ref, nil, corev1.EventTypeWarning, ReasonCleanupBlocked, actionCleanup,
+				messageBlocked, d.Finalizer, roundAge(d.Age), d.Attempts, classText(d.LastClass))
 		} else {
-			w.recorder.Eventf(tr.ref, nil, corev1.EventTypeNormal, ReasonCleanupRecovered, ActionCleanup,
-				MessageRecovered, d.Finalizer, roundAge(d.Age), d.Attempts)
+			w.recorder.Eventf(tr.ref, nil, corev1.EventTypeNormal, ReasonCleanupRecovered, actionCleanup,
+				messageRecovered, d.Finalizer, roundAge(d.Age), d.Attempts)
 		}
 	}
 	if w.conditions != nil {
@@ -518,13 +518,13 @@ func (w *Watchdog) conditionFor(uid types.UID, tr transition) metav1.Condition {
 		d := tr.d
 		cond.Status = metav1.ConditionFalse
 		cond.Reason = ReasonCleanupRecovered
-		cond.Message = fmt.Sprintf(MessageRecovered, d.Finalizer, roundAge(d.Age), d.Attempts)
+		cond.Message = fmt.Sprintf(messageRecovered, d.Finalizer, roundAge(d.Age), d.Attempts)
 		return cond
 	}
 	slices.SortFunc(blocked, func(a, b Deletion) int { return strings.Compare(a.Finalizer, b.Finalizer) })
 	msgs := make([]string, len(blocked))
 	for i, d := range blocked {
-		msgs[i] = fmt.Sprintf(MessageBlocked, d.Finalizer, roundAge(d.Age), d.Attempts, classText(d.LastClass))
+		msgs[i] = fmt.Sprintf(messageBlocked, d.Finalizer, roundAge(d.Age), d.Attempts, classText(d.LastClass))
 	}
 	cond.Status = metav1.ConditionTrue
 	cond.Reason = ReasonCleanupBlocked

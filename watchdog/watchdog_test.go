@@ -324,7 +324,7 @@ func TestAttemptsByClass(t *testing.T) {
 	w := New(Options{Clock: clk, Classifier: cl})
 	// Metrics are process-wide: compare increments (go test -count=N).
 	authBefore := counter(t, cleanupAttempts, "ClassWidget", fin, "Auth")
-	okBefore := counter(t, cleanupAttempts, "ClassWidget", fin, SuccessLabel)
+	okBefore := counter(t, cleanupAttempts, "ClassWidget", fin, successLabel)
 	old, young := deleting("ClassWidget", "old"), deleting("ClassWidget", "young")
 	young.SetDeletionTimestamp(&metav1.Time{Time: t0.Add(time.Minute)})
 	ctx := t.Context()
@@ -353,7 +353,7 @@ func TestAttemptsByClass(t *testing.T) {
 	if got, want := counter(t, cleanupAttempts, "ClassWidget", fin, "Auth")-authBefore, 2.0; got != want {
 		t.Errorf("attempts{class=Auth} = %v, want %v", got, want)
 	}
-	if got, want := counter(t, cleanupAttempts, "ClassWidget", fin, SuccessLabel)-okBefore, 1.0; got != want {
+	if got, want := counter(t, cleanupAttempts, "ClassWidget", fin, successLabel)-okBefore, 1.0; got != want {
 		t.Errorf("attempts{class=Success} = %v, want %v", got, want)
 	}
 }

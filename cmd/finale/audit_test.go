@@ -539,7 +539,7 @@ func TestAuditRecords(t *testing.T) {
 	})
 }
 
-// TestAuditPendingRecords is item 16 of issue 12: records whose owner is
+// TestAuditPendingRecords: records whose owner is
 // gone but that are still within the settle window (right after a namespace
 // deletion, say) are pending findings with an exit status of their own (3),
 // not success; once past the window they are overdue findings (2). Before

@@ -81,12 +81,12 @@
 // and ShouldReleaseWithoutDelete on a parent built for it, memoized. The rest
 // is imperative order, mirrored step by step from lifecycle, ledger and
 // sweep, with each rule that changed or may change a switch in Rules:
-// Target is main's protocol (records v2, issues 12 and 13, and the two
-// rules this model found missing), Current the code before issues 12 and 13.
+// Target is main's protocol (records v2, and the two
+// rules this model found missing), Current the code before records v2.
 // Not modelled from records v2: adoption across UIDs and namesakes (no
 // object is re-created under its name here), and the signature and
 // challenge behind "authenticated" and "proves" (a boolean each). Nor the
-// record a Retain deletion now keeps for a restore to adopt (issue 25):
+// record a Retain deletion now keeps for a restore to adopt:
 // here a Retain deletion and the sweeper forget it; either way nothing
 // ever deletes through it, which is what the properties check.
 //
@@ -141,8 +141,8 @@
 // # Limits
 //
 // A reconciler runs whenever a step of it would change something: the model
-// assumes the watches that wake it (a missing watch, as issue 15's Secret
-// that woke nothing, is outside it). One deployment, one resource per
+// assumes the watches that wake it (a missing watch, as a Secret that once
+// woke nothing, is outside it). One deployment, one resource per
 // dependent, one record per dependent; a copy of the deployment proves the
 // same identity and holds nothing the sweeper deletes. Leader election and
 // fencing (two replicas, a paused leader) are not modelled: the settle

@@ -29,7 +29,7 @@ type G2Config struct {
 	// time (an untagged resource the operator must never delete).
 	Foreign bool
 	// Copy: a tenant's Server in another namespace reaches a copy of the
-	// deployment, which proves the same identity (issue 13, item 1).
+	// deployment, which proves the same identity.
 	Copy bool
 	// Admin: an admin designated a sweep connection outside the namespace.
 	Admin bool

@@ -16,34 +16,34 @@ type Rules struct {
 	// is held (lifecycle with Options.Hold).
 	Hold bool
 	// LiveHoldBeforeCreate: the parent's hold is confirmed by a live read
-	// right before a create (issue 12, item 9), not on the cached copy.
+	// right before a create, not on the cached copy.
 	LiveHoldBeforeCreate bool
 	// TryDeleteAfterHold: once the hold is over, a dependent whose parent
 	// and Secret still exist tries its delete first and releases without
-	// it only when that fails (issue 12, item 12).
+	// it only when that fails.
 	TryDeleteAfterHold bool
 	// FinishWithoutRecord: a deleting object without a record has created
-	// nothing (record before create) and lets go at once (issue 12, item 13).
+	// nothing (record before create) and lets go at once.
 	FinishWithoutRecord bool
 	// RecordPendingName: a create in two statements (make, then tag) has
 	// the name it makes recorded with the write before it, so cleanup finds
-	// an untagged half-made resource (issue 12, item 10).
+	// an untagged half-made resource.
 	RecordPendingName bool
 	// DeleteChecksTag: an external delete removes a resource only if it
 	// carries the owner's tag.
 	DeleteChecksTag bool
 	// SweepLiveOwner: the sweeper confirms "owner gone" with a live read,
-	// not from its cache (issue 12, item 9).
+	// not from its cache.
 	SweepLiveOwner bool
 	// SweepScoped: the sweeper uses only the connection a record was
 	// created through or one an admin designated, never any connection that
-	// proves the deployment (issue 13, items 1 and 4).
+	// proves the deployment.
 	SweepScoped bool
 	// SweepAuthenticated: the sweeper acts only on records it wrote
-	// (authenticated), never on an edited one (issue 13, item 3).
+	// (authenticated), never on an edited one.
 	SweepAuthenticated bool
 	// SweepKeepsRetain: the sweeper never deletes a Retain resource; it
-	// forgets its record (issue 12, item 1).
+	// forgets its record.
 	SweepKeepsRetain bool
 	// SweepSettle: the sweeper waits for the settle window after the last
 	// create attempt.
@@ -62,7 +62,7 @@ type Rules struct {
 	// HoldFromStart: a deleting parent's hold counts its timeout from the
 	// hold's first look at the deletion (hold.Started), not from
 	// the deletion: after an outage longer than the timeout the dependents
-	// still get the timeout to delete (issue 25, item 6). Off, the timeout
+	// still get the timeout to delete. Off, the timeout
 	// may pass before the hold has ever seen the deletion.
 	HoldFromStart bool
 	// CaptureRule: a child's capture finalizer goes only by capture.Rule.
@@ -70,7 +70,7 @@ type Rules struct {
 	CaptureRule bool
 }
 
-// Target is main's protocol since records v2 (issues 12 and 13): every
+// Target is main's protocol since records v2: every
 // rule on. (main's FinishWithoutRecord also requires that the object was
 // never Ready: a Ready object whose record was lost out of band is cleaned
 // up by its tag. The model loses no record out of band, so the two agree.)
@@ -84,8 +84,8 @@ func Target() Rules {
 	}
 }
 
-// Current is the code before issues 12 and 13 (main at d730dc1): their
-// rules off.
+// Current is the code before records v2 (main at d730dc1): the rules
+// above off.
 func Current() Rules {
 	r := Target()
 	r.LiveHoldBeforeCreate = false

@@ -132,10 +132,10 @@ func Suite(full bool) []Case {
 			G2: with(func(c *G2Config) { c.Rules = cachedHold; c.Faults = Faults{Stale: true} }), Expect: "orphaned", Liveness: true},
 		{Name: "finding-secret-unheld", Doc: "the target rules without SecretHeldBeforeCreate: a dependent created later creates through a parent that is held while its Secret is not",
 			G2: with(func(c *G2Config) { c.Rules = unheldSecret; c.Faults = Faults{}; c.Late = 1 }), Expect: "deletion finishes", Liveness: true},
-		// The defects of issues 12 and 13 in the code before them.
-		{Name: "current-edited-record", Doc: "issue 13.3: the sweeper acts on an edited record and deletes a live owner's resource",
+		// The defects of the code before records v2.
+		{Name: "current-edited-record", Doc: "the sweeper acts on an edited record and deletes a live owner's resource",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{Forge: true} }), Expect: "no-wrong-delete: the sweeper deleted a live"},
-		{Name: "current-retain", Doc: "issue 12.1: the sweeper deletes a Retain resource whose finalizer an admin removed",
+		{Name: "current-retain", Doc: "the sweeper deletes a Retain resource whose finalizer an admin removed",
 			G2: with(func(c *G2Config) {
 				c.Rules = current
 				c.Faults = Faults{}
@@ -143,15 +143,15 @@ func Suite(full bool) []Case {
 				c.ByHand = true
 				c.Admin = true
 			}), Expect: "no-wrong-delete: a Retain"},
-		{Name: "current-two-step", Doc: "issue 12.10: a resource made before its tag is never found by cleanup",
+		{Name: "current-two-step", Doc: "a resource made before its tag is never found by cleanup",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{Fail: true}; c.TwoStep = true }), Expect: "no-leak"},
-		{Name: "current-copy", Doc: "issue 13.1: the sweeper cleans up through a tenant's copy of the deployment and drops the record",
+		{Name: "current-copy", Doc: "the sweeper cleans up through a tenant's copy of the deployment and drops the record",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{}; c.Copy = true }), Expect: "no-leak"},
-		{Name: "current-sweeper-cache", Doc: "issue 12.9: the sweeper takes a new owner missing from its cache for gone",
+		{Name: "current-sweeper-cache", Doc: "the sweeper takes a new owner missing from its cache for gone",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{Stale: true}; c.Late = 1; c.Dependents = 2 }), Expect: "no-wrong-delete: the sweeper deleted a live"},
-		{Name: "current-no-record-waits", Doc: "issue 12.13: an object that created nothing waits for ever when its Secret is missing",
+		{Name: "current-no-record-waits", Doc: "an object that created nothing waits for ever when its Secret is missing",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{} }), Expect: "deletion finishes", Liveness: true},
-		{Name: "current-release-untried", Doc: "issue 12.12: after the hold timed out, a dependent lets go without trying although its parent and Secret are there",
+		{Name: "current-release-untried", Doc: "after the hold timed out, a dependent lets go without trying although its parent and Secret are there",
 			G2: with(func(c *G2Config) { c.Rules = current; c.Faults = Faults{} }), Expect: "orphaned", Liveness: true},
 	}
 	if full {

@@ -13,7 +13,7 @@
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
 //
-// `finale bench` prints them as a table; `go test -bench . ./examples/postgres/bench/`
+// `finale-lab bench` prints them as a table; `go test -bench . ./examples/postgres/bench/`
 // reports them as benchmark metrics. Waiting is done on the operator's own
 // informer cache, so the measurement adds no load to the API server it
 // measures.

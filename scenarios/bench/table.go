@@ -8,7 +8,7 @@ import (
 )
 
 // WriteTable prints the results side by side, each with its baseline and,
-// where issue 7 set one, its target.
+// where one is set, its target.
 func WriteTable(w io.Writer, l Lifecycle, nd NamespaceDeletion) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "benchmark\tguarantees on\tbaseline\ton vs baseline\ttarget\tmet")

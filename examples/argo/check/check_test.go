@@ -1,5 +1,5 @@
 // Package acheck_test runs finale check's results-stalled experiment, the
-// seed of issue 17 (argo-workflows #17024), against the stock Argo
+// seed incident (argo-workflows #17024), against the stock Argo
 // Workflows controller v4.1.4 (examples/argo/stack), alone and with the
 // guard (examples/argo/guard), through check's Go API. Each dependent is a
 // Workflow whose one Pod is its result-capture child: the Pod runs (the

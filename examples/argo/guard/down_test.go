@@ -86,7 +86,7 @@ func TestPolicyMarksOnlyWhileTheGuardLives(t *testing.T) {
 	}
 }
 
-// TestGuardDown is issue 25's item 11 on the stock controller. The guard
+// TestGuardDown: the guard going down, on the stock controller. The guard
 // (heartbeat 4 s) marks a Pod, then stops. The Pod's Workflow is deleted:
 // the Pod, Succeeded with its output reported, is deleted and held by the
 // guard's finalizer alone once Argo's cleanup has removed its own. Within

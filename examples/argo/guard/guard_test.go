@@ -146,7 +146,7 @@ func applyRBAC(t *testing.T, c client.Client, ns string) {
 	}
 }
 
-// TestSeedOnTheStockController is issue 17's "must fail": the report's
+// TestSeedOnTheStockController is the seed's "must fail": the report's
 // sequence on the stock v4.1.4 controller alone. Argo's Pod cleanup removes
 // its status finalizer from the aged, deleted Pod while the workflow
 // workers are stopped, the Pod is gone, and once they are back the node is

@@ -415,7 +415,7 @@ func TestRestoreAdoptsTheKey(t *testing.T) {
 // A NeedsAction answered by the dial (a token Secret without the token)
 // reaches the APIKey's Synced condition as the adapter wrote it: not
 // wrapped in the pool's dial error, whose key names the key service's
-// address (issue 25, item 10).
+// address.
 func TestNeedsActionFromTheDialSaysOnlyTheAction(t *testing.T) {
 	w := start(t, controller.Options{})
 	ns := testenv.Namespace(t, w.c)

@@ -59,7 +59,7 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // had 357 refused, each an ERROR line in the operator's log), and the
 // Events that matter after the namespace is gone are in the operator's
 // namespace, naming their object: the Server's HoldReleased and the
-// Database's ReleasedWithoutDelete (issue 25, item 9). Here the Database is
+// Database's ReleasedWithoutDelete. Here the Database is
 // kept in use past the hold, so the hold times out; the Roles are dropped.
 func TestNamespaceDeletionEventsLandOrAreDropped(t *testing.T) {
 	writes := &eventWrites{}

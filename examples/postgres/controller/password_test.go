@@ -24,7 +24,7 @@ import (
 	"github.com/finale-dev/finale/lifecycle"
 )
 
-// The generated-password contract (item 15 of issue 12), rule by rule on
+// The generated-password contract, rule by rule on
 // the real stack, each proved by logging in to PostgreSQL with the password
 // the Secret holds. Before the fix a deleted Secret was not recreated while
 // the Role stayed Ready, an edited password was never applied, and the next
@@ -96,7 +96,7 @@ func TestGeneratedPasswordContract(t *testing.T) {
 }
 
 // A Secret of the generated name that the Role does not control is never
-// adopted, whoever created it (the "smaller" item of issue 12): the Role
+// adopted, whoever created it: the Role
 // reports PasswordSecretNotOwned, creates no role, and leaves the Secret
 // as it was. Before the fix the Role took the planted password.
 func TestGeneratedPasswordSecretNotOwnedIsRefused(t *testing.T) {

@@ -257,7 +257,7 @@ func TestServerStatusTellsNoPortsApart(t *testing.T) {
 		"the Server's conditions and Events": func(v userView) any { return []any{v.Server, v.ServerEvents} },
 		"the held Server's Events (hold)":    func(v userView) any { return v.HoldEvents },
 		// lifecycle writes these: its messages carry the class and a
-		// constant message (issue 14, lifecycle's part).
+		// constant message.
 		"the Role's conditions and Events (lifecycle)": func(v userView) any { return []any{v.Role, v.RoleEvents} },
 	}
 	for part, of := range parts {

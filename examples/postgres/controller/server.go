@@ -31,6 +31,7 @@ const (
 	ReasonSecretMissing = "CredentialSecretMissing"
 
 	MessageConnected     = "connected; deployment identity %s"
+	MessageSynced        = "the last reconcile applied the spec"
 	MessageSecretMissing = "credential Secret %q does not exist in namespace %s: create it with the keys %q and %q"
 )
 
@@ -276,7 +277,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		failed = fmt.Errorf("server %s: %s: %w", req.NamespacedName, class, err)
 	default:
 		srv.Status.Identity = identity
-		set(v1alpha1.ConditionSynced, true, lifecycle.ReasonReconcileSuccess, lifecycle.MessageSynced)
+		set(v1alpha1.ConditionSynced, true, lifecycle.ReasonReconcileSuccess, MessageSynced)
 		set(v1alpha1.ConditionReady, true, ReasonConnected, fmt.Sprintf(MessageConnected, identity))
 	}
 	srv.Status.ObservedGeneration = srv.Generation
@@ -288,6 +289,9 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		// differ only in their note into one series, keeping whichever
 		// note came first, so two conditions changing to the same reason
 		// would leave a note that depends on timing.
+		// The events API requires an action; a Server's Events all come
+		// from its reconcile.
+		const action = "Reconcile"
 		emitted := map[string]bool{}
 		for _, c := range events {
 			typ := corev1.EventTypeNormal
@@ -298,7 +302,7 @@ func (r *ServerReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 				continue
 			}
 			emitted[typ+c.Reason] = true
-			r.recorder.Eventf(&srv, nil, typ, c.Reason, lifecycle.ActionReconcile, "%s=%s: %s", c.Type, c.Status, c.Message)
+			r.recorder.Eventf(&srv, nil, typ, c.Reason, action, "%s=%s: %s", c.Type, c.Status, c.Message)
 		}
 	}
 	if failed != nil {

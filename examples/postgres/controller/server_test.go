@@ -16,7 +16,7 @@ import (
 // A Server that cannot be used returns its failure to the workqueue, so
 // that its retries back off (ServerRateLimiter) and are counted as
 // reconcile errors, instead of a fixed two-second requeue that
-// controller-runtime neither spaces nor counts (issue 12, item 6).
+// controller-runtime neither spaces nor counts.
 func TestUnusableServerBacksOff(t *testing.T) {
 	w := start(t, controller.Options{})
 	before := serverReconcileErrors(t)

@@ -108,7 +108,7 @@ func (w *world) decided(uids []string) (reasons, notes []string) {
 	return reasons, notes
 }
 
-// The attack of issue 25, item 8: a proxy in the path of a designated
+// The splicing attack: a proxy in the path of a designated
 // Server passes each session to the original deployment until its first
 // proof is answered, then moves the whole session to a physical copy
 // taken after the sentinel was enrolled (the same identity, the same

@@ -83,7 +83,7 @@ func runPoisoned(b *testing.B, naive bool, bound time.Duration) poisonedRun {
 	return r
 }
 
-// BenchmarkPoisonedClient is issue 16's measurement, all in one run on the
+// BenchmarkPoisonedClient is the seed's measurement, all in one run on the
 // real server: the time from the poisoning to the finished deletion for
 // finale against the naive build (still stuck when its wait ends), the
 // redials of each, and clientpool.Do's overhead against a direct SDK call

@@ -1,5 +1,5 @@
 // Package stack runs the G1 seed's own stack for the Temporal example's
-// tests, its benchmark and `finale scenario temporal-poisoned-client`: the
+// tests, its benchmark and `finale-lab scenario temporal-poisoned-client`: the
 // operator (either build) in this process against a real control plane
 // and a real Temporal server, with an HTTP/2-aware fault proxy
 // (faultinject.NewHTTP2Proxy) between the operator and the server, and the

@@ -14,7 +14,7 @@ import (
 	"github.com/finale-dev/finale/scenarios/bench"
 )
 
-// defaultBenchRoles is issue 7's size: 1,000 Roles.
+// defaultBenchRoles is the benchmark's target size: 1,000 Roles.
 const defaultBenchRoles = 1000
 
 // benchCmd measures the reference operator with its guarantees on against

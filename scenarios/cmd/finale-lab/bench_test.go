@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestBench runs `finale bench` on a few Roles end to end: its own stack,
+// TestBench runs `finale-lab bench` on a few Roles end to end: its own stack,
 // both builds, the namespace deletion, the table.
 func TestBench(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"bench", "-roles", "5"}, &out); err != nil {
-		t.Fatalf("finale bench: %v\n%s", err, out.String())
+		t.Fatalf("finale-lab bench: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
 		"5 Roles created then deleted, wall (2 runs each)",

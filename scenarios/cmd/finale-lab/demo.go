@@ -18,7 +18,7 @@ import (
 // demo starts the real stack and reports what it took. Every step prints
 // before it starts: a cold first run builds Kubernetes for minutes.
 func demo(ctx context.Context, out io.Writer, keep bool) error {
-	fmt.Fprintln(out, "== finale demo: a real control plane (etcd, kube-apiserver, kube-controller-manager) and a real PostgreSQL, on 127.0.0.1")
+	fmt.Fprintln(out, "== finale-lab demo: a real control plane (etcd, kube-apiserver, kube-controller-manager) and a real PostgreSQL, on 127.0.0.1")
 
 	st, err := startStack(ctx, out)
 	if err != nil {

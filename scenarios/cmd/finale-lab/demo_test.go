@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// TestDemo runs `finale demo` end to end, so the README's first command
+// TestDemo runs `finale-lab demo` end to end, so the README's first command
 // cannot rot: it exits non-zero when any guarantee fails.
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(t.Context(), []string{"demo"}, &out); err != nil {
-		t.Fatalf("finale demo: %v\n%s", err, out.String())
+		t.Fatalf("finale-lab demo: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
 		"evicted by the pool's policy",

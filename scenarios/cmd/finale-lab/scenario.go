@@ -23,7 +23,7 @@ import (
 // It exits 2, a violation, as finale check's broken experiment does.
 var errInvariants = exitcode.With(exitcode.Violation, errors.New("invariants did not come out as expected"))
 
-// scenario runs `finale scenario NAME` or `finale scenario campaign`.
+// scenario runs `finale-lab scenario NAME` or `finale-lab scenario campaign`.
 func scenario(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("scenario", flag.ContinueOnError)
 	seed := fs.Int64("seed", 1, "campaign: the first run's seed; run i uses seed+i, so --seed S --runs 1 replays run S")
@@ -105,7 +105,7 @@ const (
 
 var elections = map[string]scenarios.Election{electionFast: scenarios.FastElection, electionOperator: scenarios.OperatorElection}
 
-// failover runs `finale scenario failover [--seed N] [--runs K]
+// failover runs `finale-lab scenario failover [--seed N] [--runs K]
 // [--election fast|operator]`: K runs (one unless --runs is given) of the
 // leader-failover scenario, seeded.
 func failover(ctx context.Context, fs *flag.FlagSet, o scenarios.FailoverOptions, env scenarios.Env, out io.Writer) error {

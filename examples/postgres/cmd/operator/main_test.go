@@ -31,7 +31,7 @@ import (
 const asOperator = "FINALE_TEST_RUN_OPERATOR"
 
 // cachingSecrets, with asOperator, runs the operator as it was before
-// issue 14 (a typed informer of every Secret, no cache options): the
+// Secrets were cached as metadata only (a typed informer of every Secret, no cache options): the
 // baseline of BenchmarkOperatorMemoryWithSecrets.
 const cachingSecrets = "FINALE_TEST_OPERATOR_CACHES_SECRETS"
 

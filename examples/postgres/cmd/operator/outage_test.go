@@ -25,7 +25,7 @@ import (
 	"github.com/finale-dev/finale/pgserver"
 )
 
-// The reported outage (issue 25, item 6), on the binary as deployed (the
+// The reported outage, on the binary as deployed (the
 // manifests' RBAC, by impersonation): the operator is SIGKILLed, the
 // credential Secret, the Server and the namespace are deleted, and the
 // operator comes back only after the hold timeout has passed since. It

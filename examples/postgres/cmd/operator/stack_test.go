@@ -171,7 +171,7 @@ func tail(s string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// runCachingSecrets is the operator as it ran before issue 14, for the
+// runCachingSecrets is the operator as it ran before Secrets were metadata only, for the
 // memory benchmark's baseline: the same flags and controllers, but no cache
 // or client options and a typed informer of every Secret in the cluster,
 // which is what the hold's full Secret watch and the cached Secret reads

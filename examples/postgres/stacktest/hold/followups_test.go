@@ -2,10 +2,11 @@ package hold_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/hold"
@@ -22,7 +24,7 @@ import (
 )
 
 func releases(reason hold.Reason) float64 {
-	return testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(reason)))
+	return metric("finale_hold_releases_total", "kind", "Server", "reason", string(reason)).GetCounter().GetValue()
 }
 
 // waitReleases waits until releases(reason) has grown from base by want:
@@ -39,7 +41,37 @@ func waitReleases(t *testing.T, reason hold.Reason, base, want float64) {
 }
 
 func releasedWithoutDelete() float64 {
-	return testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
+	return metric("finale_released_without_delete_total", "kind", "Role").GetCounter().GetValue()
+}
+
+// metric is the series of the named metric with exactly these label
+// pairs, read from controller-runtime's registry as a dashboard reads
+// it (the collectors are hold's own); nil, which reads as zero, if the
+// series does not exist yet.
+func metric(name string, labelPairs ...string) *dto.Metric {
+	fams, err := crmetrics.Registry.Gather()
+	if err != nil {
+		panic(err)
+	}
+	want := map[string]string{}
+	for i := 0; i+1 < len(labelPairs); i += 2 {
+		want[labelPairs[i]] = labelPairs[i+1]
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, want) {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 // setPassword writes the Secret's password, reading it again on a
@@ -165,7 +197,8 @@ func TestTerminatingDependentWithOtherFinalizerDoesNotHold(t *testing.T) {
 	if err := controlplane.DeleteAndWait(ctx, c, role(f.ns, "role-0001"), waitLong); err != nil {
 		t.Fatal(err)
 	}
-	// The FakeClock never moves here, so only the follow-up 2 rule can
+	// The FakeClock never moves here, so only the rule for terminating
+	// dependents can
 	// release the Server.
 	if err := controlplane.WaitGone(ctx, c, f.server, 30*time.Second); err != nil {
 		t.Fatal(err)

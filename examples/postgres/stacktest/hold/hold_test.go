@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -33,14 +30,14 @@ func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
 	f := newFixture(t, c, dependents)
 	f.waitReady(t, c, dependents)
 
-	before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
+	before := releasedWithoutDelete()
 	deleteNamespace(t, c, f.ns)
 	waitPGRoles(t, f.ns, 0, waitLong)
 	waitNamespaceGone(t, c, f.ns, waitLong)
 	if got := len(recordsIn(t, recordStore(t, c), f.ns)); got != 0 {
 		t.Errorf("cleanup records left: %d, want 0", got)
 	}
-	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != 0 {
+	if got := releasedWithoutDelete() - before; got != 0 {
 		t.Errorf("released without delete: %v, want 0", got)
 	}
 	if got := op.events.count(hold.ReasonReleasedWithoutDelete); got != 0 {
@@ -58,7 +55,7 @@ func TestSecretThenServerThenNamespace(t *testing.T) {
 	f := newFixture(t, c, dependents)
 	f.waitReady(t, c, dependents)
 
-	active := testutil.ToFloat64(hold.ActiveHolds.WithLabelValues("Server"))
+	active := metric("finale_hold_active", "kind", "Server").GetGauge().GetValue()
 	var sec corev1.Secret
 	if err := c.Get(ctx, f.secret, &sec); err != nil {
 		t.Fatal(err)
@@ -104,7 +101,7 @@ func TestSecretThenServerThenNamespace(t *testing.T) {
 func waitGauge(t *testing.T, want float64) {
 	t.Helper()
 	err := controlplane.WaitFor(t.Context(), 30*time.Second, fmt.Sprintf("finale_hold_active{kind=Server} = %v", want), func(context.Context) (bool, error) {
-		return testutil.ToFloat64(hold.ActiveHolds.WithLabelValues("Server")) == want, nil
+		return metric("finale_hold_active", "kind", "Server").GetGauge().GetValue() == want, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,11 +110,7 @@ func waitGauge(t *testing.T, want float64) {
 
 func histogramCount(t *testing.T, kind string) uint64 {
 	t.Helper()
-	var m dto.Metric
-	if err := hold.HoldDuration.WithLabelValues(kind).(prometheus.Histogram).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetHistogram().GetSampleCount()
+	return metric("finale_hold_duration_seconds", "kind", kind).GetHistogram().GetSampleCount()
 }
 
 // waitTerminatingAndPlainGone waits until the namespace is terminating,
@@ -188,8 +181,8 @@ func TestOperatorDownDuringNamespaceDeletion(t *testing.T) {
 
 // Scenario 4: the operator is down past the hold timeout, and meanwhile
 // the credentials stop working (the Secret's password changed). The hold
-// does not end on the operator's first look (it counts from there, issue
-// 25, item 6): the Server stays held, its hold started, the Roles
+// does not end on the operator's first look (it counts from there): the
+// Server stays held, its hold started, the Roles
 // keep trying. Once the timeout has passed since, the Server and Secret
 // are released, every Role is released without its drop (counted and
 // evented), the PostgreSQL roles are left for the sweeper, and the cleanup
@@ -215,8 +208,8 @@ func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 	waitTerminatingAndPlainGone(t, c, f.ns)
 	clk.Step(hold.DefaultTimeout + time.Minute) // the outage
 
-	before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
-	releasesBefore := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout)))
+	before := releasedWithoutDelete()
+	releasesBefore := releases(hold.ReleasedTimeout)
 	op = startOperator(t, operatorOptions{clock: clk})
 	err := controlplane.WaitFor(ctx, waitLong, "the hold on the Server to start counting", func(ctx context.Context) (bool, error) {
 		srv := newServer()
@@ -230,19 +223,19 @@ func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitHeld(t, c, true)
-	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != 0 {
+	if got := releasedWithoutDelete() - before; got != 0 {
 		t.Fatalf("%v Roles released without delete on the operator's first look after the outage, want 0", got)
 	}
 	clk.Step(hold.DefaultTimeout + time.Second)
 	waitNamespaceGone(t, c, f.ns, waitLong)
 
-	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != dependents {
+	if got := releasedWithoutDelete() - before; got != dependents {
 		t.Errorf("finale_released_without_delete_total{kind=Role} grew by %v, want %d", got, dependents)
 	}
 	if got := op.events.count(hold.ReasonReleasedWithoutDelete); got != dependents {
 		t.Errorf("%s events: %d, want %d", hold.ReasonReleasedWithoutDelete, got, dependents)
 	}
-	if got := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout))) - releasesBefore; got != 1 {
+	if got := releases(hold.ReleasedTimeout) - releasesBefore; got != 1 {
 		t.Errorf("timeout releases of Server grew by %v, want 1", got)
 	}
 	left, err := pgRolesIn(ctx, f.ns)

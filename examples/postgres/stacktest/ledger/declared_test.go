@@ -43,7 +43,7 @@ func (s *countingStore) calls() calls { return calls{Gets: s.gets.Load(), Puts: 
 // declared ID before the create, a create returning it costs no further
 // write (and no read), a create returning another ID still gets it
 // recorded, a retry over an existing record rewrites the attempt time in
-// the write-ahead write (seed follow-up 9), and a record changed during the
+// the write-ahead write, and a record changed during the
 // create is read again instead of overwritten.
 func TestCreateDeclared(t *testing.T) {
 	e := newEnv(t)

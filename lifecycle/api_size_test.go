@@ -1,0 +1,97 @@
+package lifecycle_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The adopter's view of the package: how many exported package-level
+// identifiers (constants, variables, functions, types) go doc lists. Raise
+// the bound only for something an adopter calls, implements, sets or must
+// recognise (a condition type, an Event or condition reason, an annotation
+// a user or admin writes, a documented default); message texts, metric
+// collectors, label values and wire-format constants that only finale
+// itself uses stay unexported. 104 before the package was trimmed.
+const (
+	maxExported      = 63
+	maxExportedConst = 37
+)
+
+// exported lists the exported package-level identifiers of the package in
+// dir (test files excluded), each as "kind Name".
+func exported(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, dir+"/"+name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					out = append(out, "func "+d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							out = append(out, "type "+s.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.IsExported() {
+								out = append(out, d.Tok.String()+" "+n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestExportedAPISize keeps lifecycle's exported API at what an adopter
+// needs: a constant that only finale uses must not become API again.
+func TestExportedAPISize(t *testing.T) {
+	ids := exported(t, ".")
+	consts := 0
+	for _, id := range ids {
+		if strings.HasPrefix(id, "const ") {
+			consts++
+		}
+	}
+	t.Logf("lifecycle exports %d identifiers, %d of them constants", len(ids), consts)
+	if len(ids) > maxExported || consts > maxExportedConst {
+		t.Errorf("lifecycle exports %d identifiers (at most %d), %d constants (at most %d): unexport what only finale uses, or raise the bound for what an adopter needs:\n%s",
+			len(ids), maxExported, consts, maxExportedConst, strings.Join(ids, "\n"))
+	}
+	// Message texts and metric collectors are finale's own: an adopter
+	// matches on reasons and metric names, never on a message.
+	for _, id := range ids {
+		name := id[strings.IndexByte(id, ' ')+1:]
+		for _, prefix := range []string{"Message", "Outcome", "Action"} {
+			if strings.HasPrefix(name, prefix) {
+				t.Errorf("%s is exported; messages, metric label values and Event actions are finale's own", id)
+			}
+		}
+	}
+}
