@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,11 +47,11 @@ func TestTenantStartInThePastDoesNotEndTheHold(t *testing.T) {
 	deleteNamespace(t, c, f.ns)
 	outlast(t, waitServerDeleting(t, c, f), holdTimeout+time.Second)
 
-	before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
+	before := releasedWithoutDelete()
 	startOperator(t, opts)
 	waitPGRoles(t, f.ns, 0, waitLong)
 	waitNamespaceGone(t, c, f.ns, waitLong)
-	if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != 0 {
+	if got := releasedWithoutDelete() - before; got != 0 {
 		t.Errorf("Roles released without their drop: %v, want 0", got)
 	}
 	if got := len(recordsIn(t, recordStore(t, c), f.ns)); got != 0 {
@@ -88,8 +87,8 @@ func TestHoldEndsAtItsBound(t *testing.T) {
 			breakPassword(t, c, f)
 			arrange(t, c, f)
 
-			before := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role"))
-			timeouts := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout)))
+			before := releasedWithoutDelete()
+			timeouts := releases(hold.ReleasedTimeout)
 			deleteNamespace(t, c, f.ns)
 			deleted := waitServerDeleting(t, c, f)
 			// The bound plus the hold's recheck, the Roles' last pass and the
@@ -98,13 +97,13 @@ func TestHoldEndsAtItsBound(t *testing.T) {
 			if took := time.Since(deleted); took < holdTimeout {
 				t.Errorf("namespace gone %v after the deletion, before the hold's %v", took, holdTimeout)
 			}
-			if got := testutil.ToFloat64(hold.ReleasedWithoutDelete.WithLabelValues("Role")) - before; got != startRoles {
+			if got := releasedWithoutDelete() - before; got != startRoles {
 				t.Errorf("Roles released without their drop: %v, want %d", got, startRoles)
 			}
 			if got := op.events.count(hold.ReasonReleasedWithoutDelete); got != startRoles {
 				t.Errorf("%s events: %d, want %d", hold.ReasonReleasedWithoutDelete, got, startRoles)
 			}
-			if got := testutil.ToFloat64(hold.Releases.WithLabelValues("Server", string(hold.ReleasedTimeout))) - timeouts; got != 1 {
+			if got := releases(hold.ReleasedTimeout) - timeouts; got != 1 {
 				t.Errorf("timeout releases of the Server: %v, want 1", got)
 			}
 			if got := len(recordsIn(t, recordStore(t, c), f.ns)); got != startRoles {
