@@ -12,6 +12,12 @@ MODULES := examples/postgres examples/temporal examples/argo scenarios
 
 GO            ?= go
 export GOTOOLCHAIN := local
+# This repository's make builds the Kubernetes binaries from Go modules and
+# never asks the release site: the machines it runs on reach the Go module
+# proxy and Debian's packages only, and make test sends nothing off the
+# machine. A user's finale check or testenv downloads them by default;
+# FINALE_KUBE_RELEASE_URL=https://dl.k8s.io make kube downloads here too.
+export FINALE_KUBE_RELEASE_URL ?= off
 TEST_TIMEOUT  ?= 40m
 TEST_FLAGS    ?=
 

@@ -30,6 +30,16 @@
 //     what already carries the owner's ownership tag (Tag); Create adopts
 //     it instead of creating, so a crash between the external create and
 //     recording its IDs is resolved by the next reconcile without a human.
+//   - No create lands unrecorded. An attempt whose outcome this ledger did
+//     not see (its client gave up, the operator stopped during it) may
+//     still complete in the service for Options.CreateTimeout plus
+//     Options.CreateLanding after it; until then Create does not create
+//     again and Cleanup does not remove the record (both return an
+//     *InDoubtError, ErrCreateInDoubt), unless the service already lists a
+//     resource carrying the tag. An attempt answered (a success, a refusal,
+//     ErrNotSent) is not in doubt; after a restart every recent one is.
+//     What a service completes later than CreateLanding, or a network path
+//     delivers later, is out of reach: give the service a bound below it.
 //   - Identity from the service, proven, never claimed. A connection proves
 //     its deployment by answering a fresh Question from inside the service
 //     (Prover, Respond): the answer is a hash over the deployment's token,

@@ -373,7 +373,11 @@ func newRecorder(t *testing.T, c client.Client, recNS string) *recorder {
 func (r *recorder) record(t *testing.T, p ledger.Plan, createdAt, lastAttempt time.Time, ids ...string) {
 	t.Helper()
 	r.clk.SetTime(createdAt)
-	fail := func(context.Context, string) ([]string, error) { return nil, errors.New("attempt lost") }
+	// Never sent, so the ledger retries at once (an attempt in doubt would
+	// hold the second one back, ledger.ErrCreateInDoubt).
+	fail := func(context.Context, string) ([]string, error) {
+		return nil, fmt.Errorf("%w: attempt lost", ledger.ErrNotSent)
+	}
 	if _, err := r.l.Create(t.Context(), p, r.dep, fail); err == nil {
 		t.Fatal("the first attempt did not fail")
 	}
