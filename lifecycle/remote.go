@@ -50,8 +50,14 @@ func (x remote[O, K, C]) Delete(ctx context.Context, id, tag string) error {
 	return x.do(ctx, func(ctx context.Context, c C) error { return x.r.adapter.Delete(ctx, c, id, tag) })
 }
 
+// own returns a copy of obj for a call's body: a body the pool abandoned at
+// its bound runs on while the reconciler goes on writing obj (its status,
+// its finalizer), so the two must not share it.
+func own[O client.Object](obj O) O { return obj.DeepCopyObject().(O) }
+
 func (x remote[O, K, C]) observe(ctx context.Context, obj O, tag string) (Observation, error) {
 	var obs Observation
+	obj = own(obj)
 	err := x.do(ctx, func(ctx context.Context, c C) error {
 		var err error
 		obs, err = x.r.adapter.Observe(ctx, c, obj, tag)
@@ -77,6 +83,7 @@ const (
 func (x remote[O, K, C]) create(ctx context.Context, obj O, tag string) (string, error) {
 	var id string
 	var state atomic.Int32
+	obj = own(obj)
 	err := x.do(ctx, func(ctx context.Context, c C) error {
 		if !state.CompareAndSwap(createWaiting, createSent) {
 			return ledger.ErrNotSent
@@ -95,6 +102,7 @@ func (x remote[O, K, C]) create(ctx context.Context, obj O, tag string) (string,
 }
 
 func (x remote[O, K, C]) update(ctx context.Context, obj O, id, tag string) error {
+	obj = own(obj)
 	return x.do(ctx, func(ctx context.Context, c C) error { return x.r.adapter.Update(ctx, c, obj, id, tag) })
 }
 

@@ -262,9 +262,21 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 
 // StatementTimeout is the server-side bound (statement_timeout and
 // lock_timeout) on every statement of a pool whose calls are bounded by
-// callTimeout: below it, so that the server gives up on a statement before
-// its client does; zero for unbounded calls.
-func StatementTimeout(callTimeout time.Duration) time.Duration { return callTimeout * 4 / 5 }
+// callTimeout: four fifths of it, so that the server gives up on a
+// statement before its client does, but never below minStatementTimeout,
+// so that a short call timeout (a test's) does not make a slow CREATE
+// DATABASE impossible: such a statement then completes after its client
+// gave up, and CreateLanding, which follows this bound, keeps its record
+// until it can no longer land. Zero for unbounded calls.
+func StatementTimeout(callTimeout time.Duration) time.Duration {
+	if callTimeout <= 0 {
+		return 0
+	}
+	return max(callTimeout*4/5, minStatementTimeout)
+}
+
+// minStatementTimeout is StatementTimeout's floor.
+const minStatementTimeout = 10 * time.Second
 
 // CreateLanding is how long after a create call's timeout PostgreSQL may
 // still complete the create (lifecycle.Kind.CreateLanding): the statement
