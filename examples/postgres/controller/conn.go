@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -383,16 +382,15 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		// The pool abandons a call at its timeout, and pgx then only closes
 		// the socket, which a backend waiting on a lock does not notice: a
 		// CREATE ROLE blocked on a lock committed seconds after its client
-		// was gone, and its role had no cleanup record any more. The cancel
-		// request ends such a statement at once where the network lets it
-		// through; the statement and lock timeouts end it whatever the
-		// network does, which is what CreateLanding counts on.
+		// was gone, and its role had no cleanup record any more. The
+		// statement and lock timeouts end such a statement whatever the
+		// network does, which is what CreateLanding counts on. No cancel
+		// request on top: a slow CREATE DATABASE that outlasts a short call
+		// timeout then still completes, and the retry after the window
+		// finishes it; cancelled every time, it never would.
 		ms := strconv.FormatInt(stmt.Milliseconds(), 10)
 		cfg.RuntimeParams["statement_timeout"] = ms
 		cfg.RuntimeParams["lock_timeout"] = ms
-		cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
-		}
 	}
 	start := time.Now()
 	var seen replies
