@@ -518,9 +518,12 @@ func (l *Ledger) Create(ctx context.Context, p Plan, conn Prover, create CreateF
 // create calls create for rec, bounded by the create timeout counted from
 // rec's attempt time.
 func (l *Ledger) create(ctx context.Context, rec *Record, create CreateFunc) ([]string, error) {
+	// A create left less than half its timeout by a slow proof or record
+	// write is not sent: the retry writes a new attempt time, rather than
+	// one create after another abandoned at once and each in doubt.
 	left := l.createTimeout - l.clock.Since(rec.LastCreateAttempt)
-	if left <= 0 {
-		return nil, fmt.Errorf("%w: the record write took longer than the create timeout (%s)", ErrNotSent, l.createTimeout)
+	if left < l.createTimeout/2 {
+		return nil, fmt.Errorf("%w: the record write took more than half the create timeout (%s)", ErrNotSent, l.createTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()

@@ -368,7 +368,10 @@ func (w *wiring[P, K, C]) build(ctx context.Context) (*Parts[K, C], error) {
 			return nil, fmt.Errorf("lifecycle: the operator key: %w", err)
 		}
 		call, landing := w.createBounds()
-		if w.parts.Ledger, err = ledger.New(w.store, ledger.Options{Key: key, Clock: w.clock, Classifier: w.classifier, CreateTimeout: call, CreateLanding: landing}); err != nil {
+		// Twice the call timeout: the record write before the create may
+		// take up to one call timeout and still leave the create its whole
+		// call (the ledger does not send a create left less than half).
+		if w.parts.Ledger, err = ledger.New(w.store, ledger.Options{Key: key, Clock: w.clock, Classifier: w.classifier, CreateTimeout: 2 * call, CreateLanding: landing}); err != nil {
 			return nil, fmt.Errorf("lifecycle: %w", err)
 		}
 	}
