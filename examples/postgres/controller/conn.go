@@ -388,9 +388,11 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 		// request on top: a slow CREATE DATABASE that outlasts a short call
 		// timeout then still completes, and the retry after the window
 		// finishes it; cancelled every time, it never would.
-		ms := strconv.FormatInt(stmt.Milliseconds(), 10)
-		cfg.RuntimeParams["statement_timeout"] = ms
-		cfg.RuntimeParams["lock_timeout"] = ms
+		// Only lock waits are bounded: a statement_timeout cancelled a slow
+		// CREATE DATABASE under load on every attempt, so it never
+		// completed. A statement that runs (not waits) longer than the
+		// window can still land after it.
+		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(stmt.Milliseconds(), 10)
 	}
 	start := time.Now()
 	var seen replies
