@@ -86,7 +86,7 @@
 //     ends at or after its fence, read on the pool's clock when it ends,
 //     returns an error wrapping ErrFenced even when fn or the holder
 //     returned nil, counted in finale_clientpool_fenced_total, never
-//     evicting (issue 36, item 9). Its writes may have landed: the caller
+//     evicting. Its writes may have landed: the caller
 //     keeps what it would keep on a failure, and the replica that leads
 //     next observes and finishes.
 //

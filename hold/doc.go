@@ -93,7 +93,7 @@
 // deletion (the parent reconciler's pass, or a dependent's DependentDeadline,
 // whichever asks first).
 //
-// The hold's start (issue 36, item 5). The start is kept where the
+// The hold's start. The start is kept where the
 // parent's users cannot write it: in the Hold's memory, keyed by the
 // parent's name and UID, computed from the deletionTimestamp (set by the
 // API server, immutable) and the injected clock alone. Earlier versions
