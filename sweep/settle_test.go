@@ -10,7 +10,7 @@ import (
 )
 
 // SettleWindow is the one definition of "settled" the sweeper and `finale
-// audit` share (issue 36, item 10): settle plus the clock skew, each zero
+// audit` share: settle plus the clock skew, each zero
 // standing for its default. Audit passes its --settle and a zero skew, so
 // by default both wait 6 minutes, not audit 5 and the sweeper 6.
 func TestSettleWindow(t *testing.T) {

@@ -55,7 +55,7 @@ func TestRecentFailures(t *testing.T) {
 // server's certificate and host name), and hosts and ports the admin vouches
 // for; verify-ca (any certificate of the CA, for any host) and the modes
 // that check nothing never. A trusted host is trusted on its listed port
-// only (issue 36, item 2): a splicing proxy on another port of it is not.
+// only: a splicing proxy on another port of it is not.
 func TestAuthentication(t *testing.T) {
 	trusted, err := NewTrustedEndpoints([]string{"127.0.0.1:5432", "[::1]:6432", "PG.Sidecar.Local.:5432"})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/finale-dev/finale/sweep"
 )
 
-// The attack of issue 36, item 2: the admin vouches for the path to
+// The attack: the admin vouches for the path to
 // PostgreSQL on one port of 127.0.0.1 (--sweep-trusted-hosts), and a
 // splicing proxy listens on another port of the same host, moving each
 // session to a physical copy after its first proof. A Server pointing at

@@ -746,7 +746,7 @@ func TestUnauthenticatedConnectionIsNeverUsed(t *testing.T) {
 }
 
 // A kept record is reported once per change of the sweeper's verdict, not
-// once per process (issue 36, item 10): the verdict is kept on the record
+// once per process: the verdict is kept on the record
 // (ledger.Note), so a restarted sweeper, or a new leader, does not event
 // a Retain record or an unreachable one again.
 func TestKeptRecordReportedOncePerChange(t *testing.T) {

@@ -42,7 +42,7 @@ func TestCheckElectionAcceptsDefaults(t *testing.T) {
 }
 
 // --sweep-trusted-hosts is a repeatable comma-separated list of host:port
-// pairs; a host without a port is a flag error naming it (issue 36, item
+// pairs; a host without a port is a flag error naming it
 // 2): it would trust every port of the host.
 func TestSweepTrustedHostsFlag(t *testing.T) {
 	fs, s := NewFlags()
