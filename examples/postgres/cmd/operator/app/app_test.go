@@ -43,7 +43,7 @@ func TestCheckElectionAcceptsDefaults(t *testing.T) {
 
 // --sweep-trusted-hosts is a repeatable comma-separated list of host:port
 // pairs; a host without a port is a flag error naming it
-// 2): it would trust every port of the host.
+// (it would trust every port of the host).
 func TestSweepTrustedHostsFlag(t *testing.T) {
 	fs, s := NewFlags()
 	if err := fs.Parse([]string{"--sweep-trusted-hosts=127.0.0.1:5432,[::1]:6432", "--sweep-trusted-hosts=db.internal:5432"}); err != nil {
