@@ -104,7 +104,9 @@ func TestReleaseBinariesRunAControlPlane(t *testing.T) {
 		t.Errorf("the mirror served %v", served)
 	}
 	mu.Unlock()
-	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: dir})
+	// The mirror served the current release: say so, or the kube133 job's
+	// $FINALE_KUBE_VERSION would have Start put v1.33 in its place.
+	cp, err := controlplane.Start(ctx, controlplane.Options{BinDir: dir, KubernetesVersion: kubebin.Current.Kubernetes})
 	if err != nil {
 		t.Fatal(err)
 	}

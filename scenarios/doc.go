@@ -115,8 +115,8 @@
 //
 // The failover faults (leader-kill, leader-partition, leader-pause) are
 // this scenario's, not steps of Campaign: Campaign's operator runs in the
-// test process on a fake clock (its clock jumps), where a replica can be
-// neither killed nor stopped, and leader election needs real time.
+// test process, where a replica can be neither killed nor stopped,
+// and its clock jumps, which leader election's leases cannot follow.
 //
 // # Decisions
 //

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -96,7 +95,7 @@ type world struct {
 	c      client.Client
 	db     *pgx.Conn
 	proxy  *faultinject.Proxy
-	clock  *clocktesting.FakeClock
+	clock  *jumpClock
 	recNS  string
 	prefix string
 	naive  bool
@@ -147,7 +146,7 @@ func newWorld(ctx context.Context, env Env, naive bool) (*world, error) {
 		return nil, err
 	}
 	w := &world{env: env, scheme: newScheme(), naive: naive, uids: map[string]bool{},
-		clock: clocktesting.NewFakeClock(time.Now())}
+		clock: &jumpClock{}}
 	var err error
 	if w.c, err = client.New(env.ControlPlane.Config, client.Options{Scheme: w.scheme}); err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
