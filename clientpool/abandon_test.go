@@ -123,17 +123,20 @@ func (f *lineClients) closes() map[int64]int32 {
 	return out
 }
 
-// frozenLineStack is a line server behind the fault proxy and a pool of
-// lineClients through it with CallTimeout; the first client is dialled
-// and cached, then its connection frozen (it swallows requests, new
-// connections work).
-type frozenLineStack struct {
+// frozenStack is a line server behind the fault proxy and a pool of
+// clients through it with CallTimeout; the first client is dialled and
+// cached, then its connection frozen (it swallows requests until Thaw, the
+// network healing; new connections work).
+type frozenStack[C any] struct {
 	name    string
+	proxy   *faultinject.Proxy
 	clients *lineClients
-	pool    *clientpool.Pool[string, *lineClient]
+	pool    *clientpool.Pool[string, C]
 }
 
-func startFrozenLineStack(t *testing.T, callTimeout time.Duration) *frozenLineStack {
+// startFrozenStack makes the pool's Dial and Close with wrap, around the
+// stack's lineClients, and freezes the client first dialled for ping.
+func startFrozenStack[C any](t *testing.T, callTimeout time.Duration, wrap func(*lineClients) (clientpool.Dialer[string, C], clientpool.Closer[C]), ping func(context.Context, C) error) *frozenStack[C] {
 	t.Helper()
 	srv := newLineServer(t)
 	proxy, err := faultinject.NewProxy(srv.ln.Addr().String())
@@ -141,10 +144,9 @@ func startFrozenLineStack(t *testing.T, callTimeout time.Duration) *frozenLineSt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	s := &frozenLineStack{name: uniqueName(t), clients: &lineClients{addr: proxy.Addr()}}
-	s.pool, err = clientpool.New(clientpool.Options[string, *lineClient]{
-		Name: s.name, Dial: s.clients, Close: s.clients, CallTimeout: callTimeout,
-	})
+	s := &frozenStack[C]{name: uniqueName(t), proxy: proxy, clients: &lineClients{addr: proxy.Addr()}}
+	dial, closer := wrap(s.clients)
+	s.pool, err = clientpool.New(clientpool.Options[string, C]{Name: s.name, Dial: dial, Close: closer, CallTimeout: callTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +158,14 @@ func startFrozenLineStack(t *testing.T, callTimeout time.Duration) *frozenLineSt
 		t.Fatalf("froze %d connections, want the 1 cached", n)
 	}
 	return s
+}
+
+// startFrozenLineStack is a frozenStack of plain lineClients.
+func startFrozenLineStack(t *testing.T, callTimeout time.Duration) *frozenStack[*lineClient] {
+	t.Helper()
+	return startFrozenStack(t, callTimeout, func(f *lineClients) (clientpool.Dialer[string, *lineClient], clientpool.Closer[*lineClient]) {
+		return f, f
+	}, ping)
 }
 
 func ping(_ context.Context, c *lineClient) error {

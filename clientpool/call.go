@@ -413,7 +413,7 @@ func (c *call[K, C]) end(err error) (error, bool) {
 // With a Fence, a call that ends at or after its fence is fenced: an error
 // wraps ErrFenced when the fence ended the context (not when the bound or
 // the caller ended it first: then the class stands, a hung client is
-// evicted), and a success is never reported as one (issue 36, item 9): a
+// evicted), and a success is never reported as one: a
 // body that ignored its context, or answered after its bound had fired
 // before the fence, may have written after another replica could lead,
 // and only the fence knows. Both count in finale_clientpool_fenced_total

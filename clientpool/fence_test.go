@@ -321,7 +321,7 @@ func fenceDuringDial(t *testing.T, step, during time.Duration, call func(*client
 // context, or its bound fired before the fence and it answered late) may
 // have written after another replica could lead: Do and Release report it
 // as fenced (ErrFenced, counted in finale_clientpool_fenced_total, the
-// client kept), never as success. Item 9 of issue 36: before, Do returned
+// client kept), never as success. Before, Do returned
 // nil.
 func TestFenceReportsALateSuccess(t *testing.T) {
 	cases := map[string]struct {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/errclass"
-	"github.com/finale-dev/finale/faultinject"
 )
 
 // serialClient is a lineClient whose calls take turns on one connection
@@ -33,53 +32,24 @@ func (c *serialClient) Call(req string) (string, error) {
 	return c.lineClient.Call(req)
 }
 
-// serialStack is a line server behind the fault proxy and a pool of
-// serialClients through it, bounded by callTimeout; the first client is
-// dialled and cached, then its connection frozen (requests swallowed
-// until Thaw: the network heals).
-type serialStack struct {
-	name    string
-	proxy   *faultinject.Proxy
-	clients *lineClients
-	pool    *clientpool.Pool[string, *serialClient]
-}
-
-func startSerialStack(t *testing.T, callTimeout time.Duration) *serialStack {
+// startSerialStack is a frozenStack of serialClients.
+func startSerialStack(t *testing.T, callTimeout time.Duration) *frozenStack[*serialClient] {
 	t.Helper()
-	srv := newLineServer(t)
-	proxy, err := faultinject.NewProxy(srv.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	s := &serialStack{name: uniqueName(t), proxy: proxy, clients: &lineClients{addr: proxy.Addr()}}
-	s.pool, err = clientpool.New(clientpool.Options[string, *serialClient]{
-		Name: s.name,
-		Dial: clientpool.DialFn[string, *serialClient](func(ctx context.Context, key string) (*serialClient, error) {
-			c, err := s.clients.Dial(ctx, key)
+	return startFrozenStack(t, callTimeout, func(f *lineClients) (clientpool.Dialer[string, *serialClient], clientpool.Closer[*serialClient]) {
+		dial := clientpool.DialFn[string, *serialClient](func(ctx context.Context, key string) (*serialClient, error) {
+			c, err := f.Dial(ctx, key)
 			if err != nil {
 				return nil, err
 			}
 			return &serialClient{lineClient: c}, nil
-		}),
-		Close: clientpool.CloseFn[*serialClient](func(c *serialClient) error {
+		})
+		closer := clientpool.CloseFn[*serialClient](func(c *serialClient) error {
 			c.mu.Lock() // waits for the call in flight
 			defer c.mu.Unlock()
-			return s.clients.Close(c.lineClient)
-		}),
-		CallTimeout: callTimeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.pool.Close() })
-	if err := s.pool.Do(t.Context(), "k", serialPing); err != nil {
-		t.Fatalf("first call: %v", err)
-	}
-	if n := proxy.Freeze(); n != 1 {
-		t.Fatalf("froze %d connections, want the 1 cached", n)
-	}
-	return s
+			return f.Close(c.lineClient)
+		})
+		return dial, closer
+	}, serialPing)
 }
 
 func serialPing(_ context.Context, c *serialClient) error {
@@ -90,9 +60,9 @@ func serialPing(_ context.Context, c *serialClient) error {
 	return err
 }
 
-// TestLeaseDoBoundsTheHolder is item 8 of issue 36 on the real TCP path:
-// a lease holder whose client's Close waits for the call in flight, the
-// cached connection frozen. Lease.Do returns at the bound and grace, and
+// TestLeaseDoBoundsTheHolder, on the real TCP path: a lease holder
+// whose client's Close waits for the call in flight, the cached
+// connection frozen. Lease.Do returns at the bound and grace, and
 // Release at once after it, while the call stays stuck in the client (the
 // guard's close waits for it) until the network heals; then the client is
 // closed once and the next lease dials afresh. Before (Lease.Do running

@@ -181,7 +181,7 @@ func TestWake(t *testing.T) {
 
 // TestHoldStart: the hold counts from its first look at a deletion, but
 // never from before the deletion nor from later than maxDelay after it.
-// Nothing else goes in: no annotation, no stored mark (issue 36, item 5).
+// Nothing else goes in: no annotation, no stored mark.
 func TestHoldStart(t *testing.T) {
 	deleted := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	const maxDelay = 24 * time.Hour

@@ -29,7 +29,7 @@ const DefaultTimeout = 10 * time.Minute
 // Timeout, whatever restarts happen in between.
 const DefaultMaxStartDelay = 24 * time.Hour
 
-// AnnotationStarted is where versions before issue 36 wrote the start of a
+// AnnotationStarted is where versions before v0.1.0 wrote the start of a
 // deleting parent's hold: on the parent itself, where the parent's users
 // can write too (a start in 2000 released the hold at once after an
 // outage, one in 9999 held it for ever, and a webhook refusing the write
@@ -224,7 +224,7 @@ type Hold struct {
 	// starts is when the hold first looked at each parent's deletion: the
 	// start of its hold. It lives here, in the operator's memory, because
 	// nothing a tenant can write may move it and no failed write may
-	// change it (issue 36, item 5); see Started.
+	// change it; see Started.
 	starts map[types.NamespacedName]start
 	// setUp is set once SetupWithManager registered the controllers: every
 	// dependent kind's reconciler calls it, the first one does the work.

@@ -107,7 +107,7 @@ func testOutage(t *testing.T, annotation string) {
 	}
 }
 
-// The hold's bound needs no write (issue 36, item 5): with every patch of
+// The hold's bound needs no write: with every patch of
 // the parent refused (an admission webhook, a policy, an RBAC mistake)
 // until the hold end, each pass of the hold succeeds, and the release at
 // the bound is the only write it makes. Before, the pass that marked the

@@ -577,7 +577,7 @@ func TestAuditPendingRecords(t *testing.T) {
 		"within the window": {now: attempted.Add(2 * time.Minute), want: verdict{Pending: 1, Exit: exitPending}},
 		// The sweeper waits settle plus its clock skew (sweep.SettleWindow):
 		// a record past --settle alone is still pending, never overdue
-		// while the sweeper would leave it alone (issue 36, item 10).
+		// while the sweeper would leave it alone.
 		"past --settle, within the sweeper's window": {now: attempted.Add(testSettle + time.Second), want: verdict{Pending: 1, Exit: exitPending}},
 		"past the window": {now: attempted.Add(sweep.SettleWindow(testSettle, 0) + time.Second), want: verdict{Overdue: 1, Findings: 1, Exit: exitFindings}},
 	} {

@@ -103,7 +103,7 @@ func (s Spec) Ensure(ctx context.Context, log io.Writer) (string, error) {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("binbuild: %w", err)
 	}
-	unlock, err := lock(filepath.Join(s.Dir, lockFile))
+	unlock, err := Lock(filepath.Join(s.Dir, lockFile))
 	if err != nil {
 		return "", err
 	}
@@ -303,7 +303,10 @@ func FindModule(rel, modulePath string) (string, error) {
 	return "", fmt.Errorf("binbuild: no %s (module %s) above the working directory: it exists only in a finale checkout", rel, modulePath)
 }
 
-func lock(path string) (func(), error) {
+// Lock takes an exclusive lock on the file at path (created if missing),
+// so that two processes never build or install into one directory at
+// once; the returned function releases it.
+func Lock(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("binbuild: %w", err)

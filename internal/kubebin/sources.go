@@ -20,7 +20,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/finale-dev/finale/internal/binbuild"
@@ -205,7 +204,7 @@ func (in *Installer) Ensure(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(in.Dir, 0o755); err != nil {
 		return "", fmt.Errorf("kubebin: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(in.Dir, sourcesLock))
+	unlock, err := binbuild.Lock(filepath.Join(in.Dir, sourcesLock))
 	if err != nil {
 		return "", err
 	}
@@ -595,19 +594,4 @@ func removeIfExists(p string) error {
 		return fmt.Errorf("kubebin: %w", err)
 	}
 	return nil
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("kubebin: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("kubebin: lock %s: %w", path, err)
-	}
-	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	}, nil
 }

@@ -102,7 +102,7 @@ func key(p, s version, t holdTime, deps []version) holdKey {
 // newHold is hold's Hold with its clock at now(t) and, unless t is
 // htUnstarted, its first look at parent's deletion (when parent is being
 // deleted) taken at the deletion: the hold keeps its start in its own
-// memory (issue 36, item 5), so a hold that "has started" is one that has
+// memory, so a hold that "has started" is one that has
 // looked before.
 func (h *realHold) newHold(t holdTime, parent client.Object) (*hold.Hold, error) {
 	clk := clocktesting.NewFakeClock(tableEpoch)

@@ -27,7 +27,7 @@ import (
 // deletes the rest, with its own requeue delays in between.
 const namespaceGone = 90 * time.Second
 
-// TestNamespaceDeletionFinishes is issue 36's item 6. Kubernetes 1.37
+// TestNamespaceDeletionFinishes: Kubernetes 1.37
 // deletes a namespace's Pods first and nothing else while a Pod remains
 // (ordered namespace deletion, always on in the kube-controller-manager
 // this project runs). With the guard healthy and nothing recording the
@@ -88,19 +88,26 @@ func deleteNamespace(t *testing.T, w *world, pod *corev1.Pod) {
 // RBAC and the guard) with no workflow-controller at all.
 func newWorldWithoutArgo(t *testing.T, gopts guard.Options) *world {
 	t.Helper()
-	c := testenv.Client(t, testenv.Scheme())
-	ns := testenv.Namespace(t, c)
-	ctx := t.Context()
-	if err := argo.Install(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := argo.InstallPolicy(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
+	c, ns := policedNamespace(t)
 	applyRBAC(t, c, ns)
 	w := &world{c: c, ns: ns}
 	w.guard = w.startGuard(t, argo.GuardOptions{Guard: gopts})
 	return w
+}
+
+// policedNamespace is a new namespace with Argo's CRDs and the guard's
+// admission policy bound to it, and nothing running.
+func policedNamespace(t *testing.T) (client.Client, string) {
+	t.Helper()
+	c := testenv.Client(t, testenv.Scheme())
+	ns := testenv.Namespace(t, c)
+	if err := argo.Install(t.Context(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := argo.InstallPolicy(t.Context(), c, ns); err != nil {
+		t.Fatal(err)
+	}
+	return c, ns
 }
 
 // workflowPod creates a Workflow in ns and, as Argo would, a Pod it owns

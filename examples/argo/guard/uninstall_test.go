@@ -19,11 +19,10 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/argo/guard"
-	argo "github.com/finale-dev/finale/examples/argo/stack"
 	"github.com/finale-dev/finale/internal/testenv"
 )
 
-// TestUninstallInTerminatingNamespace is issue 36's item 7. The guard's
+// TestUninstallInTerminatingNamespace: the guard's
 // namespace is also its workload's, and it is being deleted: a workflow
 // Pod there, deleted first (ordered namespace deletion), is held by the
 // guard's finalizer, and the namespace refuses every new object, the
@@ -34,14 +33,7 @@ import (
 // elsewhere (default), deletes the rest, and the namespace goes.
 func TestUninstallInTerminatingNamespace(t *testing.T) {
 	ctx := t.Context()
-	c := testenv.Client(t, testenv.Scheme())
-	ns := testenv.Namespace(t, c)
-	if err := argo.Install(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := argo.InstallPolicy(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
+	c, ns := policedNamespace(t)
 	pod := workflowPod(t, c, ns, "held")
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 	if err := c.Delete(ctx, nsObj); err != nil {
@@ -88,14 +80,7 @@ func TestUninstallInTerminatingNamespace(t *testing.T) {
 // what is still there, and to run it again. Run again, it finishes.
 func TestUninstallFailureReleasesFirst(t *testing.T) {
 	ctx := t.Context()
-	c := testenv.Client(t, testenv.Scheme())
-	ns := testenv.Namespace(t, c)
-	if err := argo.Install(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := argo.InstallPolicy(ctx, c, ns); err != nil {
-		t.Fatal(err)
-	}
+	c, ns := policedNamespace(t)
 	pod := workflowPod(t, c, ns, "marked")
 	base, err := client.NewWithWatch(testenv.ControlPlane(t).Config, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {

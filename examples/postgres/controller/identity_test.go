@@ -17,8 +17,8 @@ import (
 	"github.com/finale-dev/finale/pgserver"
 )
 
-// A server that does not prove its identity is not a wrong password
-// (issue 36, item 11): a certificate from a CA the Server does not pin, a
+// A server that does not prove its identity is not a wrong password:
+// a certificate from a CA the Server does not pin, a
 // certificate the pinned CA issued for another host, and a PostgreSQL
 // server that declines TLS under sslMode require all read as an Identity
 // failure that sends the admin to the certificate, the CA and the network

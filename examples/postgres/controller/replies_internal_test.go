@@ -16,8 +16,8 @@ import (
 
 // A PostgreSQL server that declines TLS under sslmode require is told
 // apart from an address that speaks another protocol by the first byte it
-// sends ('N'), not by pgx's error text: the first is an Identity failure
-// (issue 36, item 11), the second stays Transport, so that a Server's
+// sends ('N'), not by pgx's error text: the first is an Identity failure,
+// the second stays Transport, so that a Server's
 // status still tells no ports apart. Real servers: the shared PostgreSQL,
 // which serves no TLS, and a listener that answers with an SSH banner.
 func TestDeclinedTLSIsIdentity(t *testing.T) {

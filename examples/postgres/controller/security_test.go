@@ -318,8 +318,7 @@ func TestSetupRefusesMalformedAllowList(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `sweep trusted host "010.0.0.1:5432"`) {
 		t.Fatalf("Setup with the trusted host 010.0.0.1:5432 = %v, want an error naming it", err)
 	}
-	// A host without a port would trust every port of it (issue 36, item
-	// 2): refused, with how to write it, not widened or narrowed.
+	// A host without a port would trust every port of it: refused, with how to write it, not widened or narrowed.
 	_, err = controller.Setup(mgr, controller.Options{RecordsNamespace: "x", SweepTrustedHosts: []string{"127.0.0.1"}, SkipNameValidation: true})
 	if err == nil || !strings.Contains(err.Error(), `sweep trusted host "127.0.0.1" has no port: write host:port`) {
 		t.Fatalf("Setup with the trusted host 127.0.0.1 (no port) = %v, want an error saying to add the port", err)
