@@ -40,12 +40,15 @@ const (
 	//
 	//	kubectl -n <records namespace> annotate configmap finale-cleanup-<old uid> finale.dev/adoption-approved-for=<new uid>
 	AnnotationApproval = "finale.dev/adoption-approved-for"
-	// AnnotationSweepState, AnnotationSweepClass and AnnotationSweepSince
-	// hold the sweeper's Note on a record it keeps (Record.Note): the
-	// state, the error class, and since when (RFC 3339).
+	// AnnotationSweepState, AnnotationSweepClass, AnnotationSweepSince and
+	// AnnotationSweepUntil hold the sweeper's Note on a record it keeps
+	// (Record.Note): the state, the error class, since when, and until
+	// when it keeps it (RFC 3339; only for a claim that needs an admin's
+	// approval).
 	AnnotationSweepState = "finale.dev/sweep-state"
 	AnnotationSweepClass = "finale.dev/sweep-class"
 	AnnotationSweepSince = "finale.dev/sweep-since"
+	AnnotationSweepUntil = "finale.dev/sweep-until"
 )
 
 // Data keys of a record ConfigMap. One key per field keeps records readable
@@ -334,6 +337,9 @@ func noteOf(cm *corev1.ConfigMap) Note {
 	if t, err := time.Parse(timeLayout, cm.Annotations[AnnotationSweepSince]); err == nil {
 		n.Since = t
 	}
+	if t, err := time.Parse(timeLayout, cm.Annotations[AnnotationSweepUntil]); err == nil {
+		n.Until = t
+	}
 	return n
 }
 
@@ -346,12 +352,15 @@ func (s *ConfigMapStore) Note(ctx context.Context, r *Record, n Note) error {
 	if r.Source != nil && r.Source.Name != "" {
 		name = r.Source.Name
 	}
-	ann := map[string]any{AnnotationSweepState: nil, AnnotationSweepClass: nil, AnnotationSweepSince: nil}
+	ann := map[string]any{AnnotationSweepState: nil, AnnotationSweepClass: nil, AnnotationSweepSince: nil, AnnotationSweepUntil: nil}
 	if n.State != "" {
 		ann[AnnotationSweepState] = n.State
 		ann[AnnotationSweepSince] = n.Since.UTC().Format(timeLayout)
 		if n.Class != "" {
 			ann[AnnotationSweepClass] = n.Class
+		}
+		if !n.Until.IsZero() {
+			ann[AnnotationSweepUntil] = n.Until.UTC().Format(timeLayout)
 		}
 	}
 	meta := map[string]any{"annotations": ann}

@@ -74,7 +74,13 @@
 //     ErrOtherConnection), and its namespace must be the very namespace the
 //     record was written in (Record.NamespaceUID): a namespace deleted and
 //     created again under its name is somebody else's until an admin
-//     approves this one object (AnnotationApproval; ErrNeedsApproval).
+//     approves this one object (AnnotationApproval; ErrNeedsApproval), or
+//     every object of a restored namespace at once
+//     (ConfigMapStore.ApproveNamespace, `finale approve`: the same
+//     approval on each record written in that namespace while it had the
+//     given earlier UID, for the object of the owner's kind and name that
+//     claims it). Record.ClaimApproved is the one predicate, which the
+//     sweeper uses to bound unapproved claims.
 //     Every step may be repeated: while the old record exists the adoption
 //     is unfinished, and Adopt resumes it.
 //   - Retained, not forgotten. Keep marks a Retain owner's record Retain

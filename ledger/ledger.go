@@ -705,17 +705,32 @@ func adoptable(old *Record, p Plan) error {
 			return fmt.Errorf("%w: the record of %s was created through %s %s/%s, %s reaches the service through %s", ErrOtherConnection, old.Owner, v.Kind, v.Namespace, v.Name, p.Owner, w)
 		}
 	}
-	if old.Owner.Namespace == "" {
-		return nil // cluster-scoped: no namespace to re-create
-	}
-	if old.NamespaceUID != "" && old.NamespaceUID == p.NamespaceUID {
-		return nil
-	}
-	if old.Approval != "" && old.Approval == p.Owner.UID {
+	if old.ClaimApproved(p.Owner.UID, p.NamespaceUID) {
 		return nil
 	}
 	return fmt.Errorf("%w: the record of %s was written in namespace %s with uid %q, %s is in a namespace with uid %q; to let it adopt, annotate the record %s=%s",
 		ErrNeedsApproval, old.Owner, old.Owner.Namespace, old.NamespaceUID, p.Owner, p.NamespaceUID, AnnotationApproval, p.Owner.UID)
+}
+
+// ClaimApproved reports whether an object with UID claimant, in a
+// namespace with UID namespaceUID (read live by the caller; "" when it
+// could not be read), may adopt r as far as the tenancy goes: r's owner is
+// cluster-scoped (no namespace to re-create), or the claimant lives in the
+// very namespace r was written in, or an admin approved that one object
+// (AnnotationApproval naming claimant). Adopt requires it, and the sweeper
+// keeps the record of a claim it does not hold for a bounded grace only
+// (sweep.Options.ClaimGrace), so the two never disagree on which claims
+// wait for an admin. Names, kind and connection are Adopt's other checks.
+func (r *Record) ClaimApproved(claimant, namespaceUID types.UID) bool {
+	switch {
+	case r.Owner.Namespace == "":
+		return true
+	case r.NamespaceUID != "" && r.NamespaceUID == namespaceUID:
+		return true
+	case r.Approval != "" && r.Approval == claimant:
+		return true
+	}
+	return false
 }
 
 // current is uid's record: as remembered, or read and authenticated.

@@ -192,16 +192,21 @@ type Record struct {
 
 // Note is a sweeper's verdict on a record that it keeps: the state (a
 // sweep.State, such as "unreachable"), the error class of the failure
-// that kept it ("" when none), and when the sweeper first found it so.
-// The zero Note is "nothing reported".
+// that kept it ("" when none), when the sweeper first found it so, and,
+// for a claim that needs an admin's approval, until when it keeps the
+// record for it (zero otherwise). The zero Note is "nothing reported".
 type Note struct {
 	State string
 	Class string
 	Since time.Time
+	Until time.Time
 }
 
-// Same reports whether n says what m says (the time aside).
-func (n Note) Same(m Note) bool { return n.State == m.State && n.Class == m.Class }
+// Same reports whether n says what m says: the state, the class and the
+// deadline; when it was first found so aside.
+func (n Note) Same(m Note) bool {
+	return n.State == m.State && n.Class == m.Class && n.Until.Equal(m.Until)
+}
 
 // signed is what the MAC covers, in a fixed order and encoding.
 func (r *Record) signed() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/sweep"
 )
 
 // ReasonAdoptionNeedsApproval: the claim crosses a namespace that was
@@ -23,10 +25,20 @@ const ReasonAdoptionNeedsApproval = "AdoptionNeedsApproval"
 // and none suggesting what would create a new resource in place of the
 // claimed one. Format verbs: the claimed uid first.
 const (
-	messageAdoptionNoRecord = "annotation " + AnnotationUID + " claims the resources of uid %s, but no cleanup record of that uid exists, so nothing proves what they are: an admin can restore the record %s from a backup of the operator's namespace; removing the annotation would make this object create a new resource instead of adopting the old one"
+	messageAdoptionNoRecord = "annotation " + AnnotationUID + " claims the resources of uid %s, but no cleanup record of that uid exists, so nothing proves what they are. " +
+		"If the sweeper removed it because the claim went unapproved past its deadline (a CleanupClaimExpired Event on this object says so), it deleted the resources too: remove the annotation to create new ones. " +
+		"Otherwise an admin can restore the record %s from a backup of the operator's namespace; removing the annotation would make this object create a new resource instead of adopting the old one"
 	// messageAdoptionApproval: uid, records namespace, record name, this
 	// object's uid.
 	messageAdoptionApproval = "annotation " + AnnotationUID + " claims the resources of uid %s, whose cleanup record was written in an earlier namespace of this name (deleted since), or in one whose identity was not recorded: an admin who trusts this claim approves it with: kubectl -n %s annotate configmap %s " + ledger.AnnotationApproval + "=%s"
+	// messageApprovalNamespace: records namespace, namespace, its earlier
+	// UID. Appended when the record names the earlier namespace.
+	messageApprovalNamespace = "; or every claim of this restored namespace at once with: finale approve --records-namespace %s --namespace %s --from-uid %s"
+	// messageApprovalDeadline: the sweeper's deadline (its Note on the
+	// record); messageApprovalGrace when it has not noted one yet.
+	messageApprovalDeadline = ". Unless an admin approves by %s, the sweeper then deletes those resources as a gone owner's"
+	// messageApprovalGrace: the default grace.
+	messageApprovalGrace = ". Unless an admin approves within the sweeper's grace for unapproved claims (%s at defaults, from its first sight of this claim), the sweeper then deletes those resources as a gone owner's"
 	// messageAdoptionConnection: uid, the record's connection kind and name.
 	messageAdoptionConnection = "annotation " + AnnotationUID + " claims the resources of uid %s, which were created through %s %q: reference that connection to adopt them"
 	messageAdoptionNotProven  = "annotation " + AnnotationUID + " claims the resources of uid %s, but this object's connection does not prove the deployment their cleanup record names: point the connection at that deployment"
@@ -127,6 +139,17 @@ func refusal(err error, from types.UID, claimed *ledger.Record, p ledger.Plan) *
 		}
 		na.Reason = ReasonAdoptionNeedsApproval
 		na.Action = fmt.Sprintf(messageAdoptionApproval, from, ns, ledger.ConfigMapName(from), p.Owner.UID)
+		if claimed != nil && claimed.NamespaceUID != "" {
+			na.Action += fmt.Sprintf(messageApprovalNamespace, ns, claimed.Owner.Namespace, claimed.NamespaceUID)
+		}
+		// The deadline is the sweeper's, kept on the record where only the
+		// operator and admins write; the claimant's own annotations are
+		// never read for it.
+		if claimed != nil && claimed.Note.Class == sweep.ClassNeedsApproval && !claimed.Note.Until.IsZero() {
+			na.Action += fmt.Sprintf(messageApprovalDeadline, claimed.Note.Until.UTC().Format(time.RFC3339))
+		} else {
+			na.Action += fmt.Sprintf(messageApprovalGrace, sweep.DefaultClaimGrace)
+		}
 	case errors.Is(err, ledger.ErrOtherConnection):
 		kind, name := "a connection", ""
 		if claimed != nil && claimed.Via != nil {

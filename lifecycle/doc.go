@@ -118,7 +118,12 @@
 // fresh namespace, or anyone who may create namespaces), an admin must
 // approve the claim on the record (ledger.AnnotationApproval, naming the
 // object's UID): the claim says, in Synced (AdoptionNeedsApproval), the
-// kubectl command. The namespace's UID is read live once per object
+// kubectl command, the `finale approve` command that approves every claim
+// of a restored namespace at once, and the sweeper's deadline once the
+// sweeper has noted it on the record: an
+// unapproved claim keeps the predecessor's resources for the sweeper's
+// grace only (sweep.Options.ClaimGrace), then they are swept. The
+// namespace's UID is read live once per object
 // (Options.APIReader needs get on namespaces; without it records do not
 // name their namespace and every adoption needs an approval). The claimed
 // record decides when an adoption is finished: while it exists the

@@ -60,7 +60,23 @@
 //  3. Gone, but an object of the same kind, namespace and name (with
 //     another UID: a restore, a GitOps rebuild) claims the record: its
 //     ledger.AnnotationUID names the record's UID. Adoptable: that object
-//     may adopt the record, so nothing is deleted while the claim stands.
+//     may adopt the record, so nothing is deleted while the claim stands,
+//     if the claim may pass (ledger.Record.ClaimApproved: the object lives
+//     in the very namespace the record was written in, its UID read live,
+//     or an admin approved that object). A claim that needs an admin's
+//     approval (the namespace was deleted and created again under its
+//     name, by a restore or by anyone who may create namespaces) keeps
+//     the record for Options.ClaimGrace only (DefaultClaimGrace, a day),
+//     counted from this sweeper's first sight of the claim; the start and
+//     the deadline are kept in its memory and in its Note on the record
+//     (class ClassNeedsApproval, Note.Until), where only the operator and
+//     admins write, and never read from the claimant, so nothing a tenant
+//     writes shortens or extends it. The claimant is told the deadline
+//     (a Warning Event, ReasonClaimPending); past it the record is
+//     decided by the steps below as any gone owner's, and once swept the
+//     claimant is told (ReasonClaimExpired). Otherwise whoever created the
+//     namespace again would keep the predecessor's resources (a role
+//     whose name and tag any login reads) alive for as long as it liked.
 //     A namesake that does not claim it (a plain re-create of the name,
 //     whose annotation is absent or names its own UID) is another object:
 //     the record's owner is gone, and the steps below apply, deleting by

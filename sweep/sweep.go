@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -33,6 +34,13 @@ const (
 	ReasonAdoptable   = "CleanupRecordAdoptable"
 	ReasonUnverified  = "CleanupRecordUnverified"
 	ActionSweep       = "Sweep"
+
+	// ReasonClaimPending and ReasonClaimExpired are Warning Events on the
+	// object that claims a record (ledger.AnnotationUID) without an
+	// admin's approval: the first says until when the sweeper keeps the
+	// predecessor's resources for it, the second that it has deleted them.
+	ReasonClaimPending = "CleanupClaimPending"
+	ReasonClaimExpired = "CleanupClaimExpired"
 
 	// messageUnreachable: owner, deployment, connections tried, error
 	// class, IDs, tag, namespace, name.
@@ -58,6 +66,21 @@ const (
 	// messageAdoptable: owner, the object that now has its name and claims
 	// the record.
 	messageAdoptable = "owner %s is gone and %s, with its kind, namespace and name, claims this record (annotation " + ledger.AnnotationUID + "): it may adopt it, so the sweeper deletes nothing while the claim stands"
+	// messageClaimUnapproved: owner, the claimant, the deadline, records
+	// namespace, record name, the claimant's UID.
+	messageClaimUnapproved = "owner %s is gone and %s, with its kind, namespace and name, claims this record (annotation " + ledger.AnnotationUID + "), " +
+		"but from a namespace created again since the record was written (or one whose identity is unknown), and no admin approved it: " +
+		"the sweeper deletes nothing until %s, then sweeps the record as any gone owner's. " +
+		"To let that object adopt it: kubectl -n %s annotate configmap %s " + ledger.AnnotationApproval + "=%s"
+	// messageClaimPending: claimed UID, deadline, grace. It names no
+	// deployment, ID or tag: the claimant may be whoever created the
+	// namespace again, not the predecessor's tenant.
+	messageClaimPending = "this object claims the resources of uid %s (annotation " + ledger.AnnotationUID + "), whose cleanup record was written in an earlier namespace of this name: " +
+		"until %s the sweeper keeps them for this claim; unless an admin approves it by then, the sweeper deletes them as any gone owner's " +
+		"(an unapproved claim is kept for %s from when the sweeper first saw it)"
+	// messageClaimExpired: claimed UID, deadline, grace.
+	messageClaimExpired = "the sweeper deleted the resources of uid %s that this object claims, and removed their cleanup record: no admin approved the claim by %s " +
+		"(%s after the sweeper first saw it). Nothing is left to adopt: remove the annotation " + ledger.AnnotationUID + " to create new resources"
 )
 
 // Defaults.
@@ -68,6 +91,10 @@ const (
 	DefaultPageSize     = 500
 	DefaultWorkers      = 4
 	DefaultMaxBackoff   = 30 * time.Minute
+	// DefaultClaimGrace is how long a claim that needs an admin's approval
+	// keeps its predecessor's record from the sweeper: a day, for an admin
+	// restoring a namespace to approve it (ledger.ConfigMapStore.ApproveNamespace).
+	DefaultClaimGrace = 24 * time.Hour
 )
 
 // SettleWindow is how long after a record's last create attempt
@@ -89,6 +116,11 @@ func SettleWindow(settle, maxClockSkew time.Duration) time.Duration {
 // ClassNotProven is the class in the Note and Event of a record kept
 // because no allowed connection proved its deployment.
 const ClassNotProven = "NotProven"
+
+// ClassNeedsApproval is the class in the Note of a record kept for a claim
+// that needs an admin's approval (ledger.Record.ClaimApproved is false):
+// the Note's Until is when the sweeper stops keeping it.
+const ClassNeedsApproval = "NeedsApproval"
 
 // Candidate is a connection the sweeper may use for one record.
 type Candidate struct {
@@ -182,6 +214,14 @@ type Options struct {
 	Interval time.Duration
 	// MaxBackoff caps the per-record backoff (default DefaultMaxBackoff).
 	MaxBackoff time.Duration
+	// ClaimGrace is how long a record that an object claims without an
+	// admin's approval (ledger.Record.ClaimApproved: a namespace deleted
+	// and created again under its name) is kept from the sweeper, counted
+	// from the sweeper's own first sight of the claim (default
+	// DefaultClaimGrace). After it the record is swept as any gone
+	// owner's, and the claimant is told. An approved claim, or one from
+	// the namespace the record was written in, is kept while it stands.
+	ClaimGrace time.Duration
 	// PageSize is the number of records listed per request (default
 	// DefaultPageSize); Workers bounds the records handled at once (default
 	// DefaultWorkers).
@@ -207,6 +247,10 @@ type memo struct {
 	failures int
 	retryAt  time.Time
 	seen     bool // in the current pass
+	// claimSince is when this sweeper first saw an unapproved claim of
+	// the record (or the earlier time its own Note says): the start of
+	// the claim's grace. Zero when it saw none.
+	claimSince time.Time
 }
 
 var (
@@ -232,8 +276,8 @@ func New(opts Options) (*Sweeper, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("sweep: New: missing %v", missing)
 	}
-	if opts.Settle < 0 || opts.MaxClockSkew < 0 || opts.Interval < 0 || opts.MaxBackoff < 0 || opts.PageSize < 0 || opts.Workers < 0 {
-		return nil, errors.New("sweep: New: Settle, MaxClockSkew, Interval, MaxBackoff, PageSize and Workers must not be negative")
+	if opts.Settle < 0 || opts.MaxClockSkew < 0 || opts.Interval < 0 || opts.MaxBackoff < 0 || opts.ClaimGrace < 0 || opts.PageSize < 0 || opts.Workers < 0 {
+		return nil, errors.New("sweep: New: Settle, MaxClockSkew, Interval, MaxBackoff, ClaimGrace, PageSize and Workers must not be negative")
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -249,6 +293,9 @@ func New(opts Options) (*Sweeper, error) {
 	}
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.ClaimGrace == 0 {
+		opts.ClaimGrace = DefaultClaimGrace
 	}
 	if opts.PageSize == 0 {
 		opts.PageSize = DefaultPageSize
@@ -496,10 +543,10 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.add(func(rep *Report) { rep.BackingOff++; rep.count(m.state) })
 		return
 	}
-	st, other, err := p.owner(ctx, r, p.s.opts.Owners)
+	st, claimant, err := p.owner(ctx, r, p.s.opts.Owners)
 	if err == nil && st == gone {
 		// The cache may lag: nothing irreversible on its word alone.
-		st, other, err = p.owner(ctx, r, p.s.opts.Live)
+		st, claimant, err = p.owner(ctx, r, p.s.opts.Live)
 	}
 	switch {
 	case err != nil:
@@ -512,11 +559,11 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.unnote(ctx, r)
 		return
 	case st == namesake:
-		if p.report(ctx, r, Adoptable, "", p.settle(k, Adoptable, false)) {
-			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(messageAdoptable, r.Owner, other), "owner", r.Owner.String())
-			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, messageAdoptable, r.Owner.String(), other)
+		if p.claim(ctx, k, r, claimant) {
+			return
 		}
-		return
+		// The claim's grace is over: swept below as any gone owner's,
+		// and the claimant told once it is.
 	}
 	if p.now.Sub(r.SettleFrom()) < SettleWindow(p.s.opts.Settle, p.s.opts.MaxClockSkew) {
 		p.settle(k, Settling, false)
@@ -553,6 +600,11 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 				p.add(func(rep *Report) { rep.Removed++ })
 				p.s.opts.Log.Info("swept cleanup record", "owner", r.Owner.String(), "deployment", r.Deployment, "connection", c.Name, "authentication", c.Authentication, "deleted", res.Deleted)
 				p.event(r, corev1.EventTypeNormal, ReasonSwept, messageSwept, r.Owner.String(), len(res.Deleted), r.Deployment, c.Name)
+				if claimant != nil {
+					since := p.claimSince(k, r)
+					p.claimantEvent(r, claimant, ReasonClaimExpired, messageClaimExpired, r.Owner.UID,
+						since.Add(p.s.opts.ClaimGrace).UTC().Format(time.RFC3339), p.s.opts.ClaimGrace)
+				}
 			}
 			p.forget(k)
 			return
@@ -632,7 +684,12 @@ var errNoTarget = errors.New("no allowed connection for this record")
 // note cannot be written (the record changed meanwhile: the next pass
 // looks again).
 func (p *pass) report(ctx context.Context, r *ledger.Record, st State, cl string, changed bool) bool {
-	n := ledger.Note{State: string(st), Class: cl, Since: p.now}
+	return p.reportNote(ctx, r, ledger.Note{State: string(st), Class: cl, Since: p.now}, changed)
+}
+
+// reportNote is report of the Note n.
+func (p *pass) reportNote(ctx context.Context, r *ledger.Record, n ledger.Note, changed bool) bool {
+	st := n.State
 	if r.Note.Same(n) {
 		return false
 	}
@@ -641,7 +698,7 @@ func (p *pass) report(ctx context.Context, r *ledger.Record, st State, cl string
 	case err == nil:
 		return true
 	case !errors.Is(err, ledger.ErrNoNotes):
-		p.s.opts.Log.V(1).Info("could not keep the sweeper's verdict on the record", "owner", r.Owner.String(), "state", string(st), "error", err.Error())
+		p.s.opts.Log.V(1).Info("could not keep the sweeper's verdict on the record", "owner", r.Owner.String(), "state", st, "error", err.Error())
 	}
 	return changed
 }
@@ -686,19 +743,119 @@ const (
 // and comparing the UID finds the owner by its UID. Only an explicit claim
 // stops the sweeper for a namesake; a restored object carries its claim
 // from its creation (a restore keeps annotations).
-func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (ownerState, string, error) {
+func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (ownerState, *metav1.PartialObjectMetadata, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(r.Owner.GroupVersionKind())
 	err := rd.Get(ctx, client.ObjectKey{Namespace: r.Owner.Namespace, Name: r.Owner.Name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return gone, "", nil
+		return gone, nil, nil
 	case err != nil:
-		return alive, "", fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
+		return alive, nil, fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
 	case obj.GetUID() == r.Owner.UID:
-		return alive, "", nil
+		return alive, nil, nil
 	case obj.GetAnnotations()[ledger.AnnotationUID] != string(r.Owner.UID):
-		return gone, "", nil
+		return gone, nil, nil
 	}
-	return namesake, fmt.Sprintf("%s %s/%s (uid %s)", r.Owner.Kind, obj.GetNamespace(), obj.GetName(), obj.GetUID()), nil
+	return namesake, obj, nil
+}
+
+// claim decides a record that c, an object of the owner's kind, namespace
+// and name with another UID, claims, and reports whether the record is
+// kept this pass. A claim that may pass (ledger.Record.ClaimApproved: the
+// record's own namespace, or an admin's approval) keeps it while it
+// stands: adoption follows. One that needs an admin keeps it for
+// Options.ClaimGrace from the sweeper's first sight of the claim, then no
+// longer: whoever created the namespace again could otherwise keep the
+// predecessor's resources (a role whose name and tag any login reads)
+// alive for ever. Nothing the claimant writes moves the deadline: it is
+// counted from this sweeper's clock, and kept on the record (its Note),
+// which only the operator and admins can write.
+func (p *pass) claim(ctx context.Context, k string, r *ledger.Record, c *metav1.PartialObjectMetadata) bool {
+	other := fmt.Sprintf("%s %s/%s (uid %s)", r.Owner.Kind, c.GetNamespace(), c.GetName(), c.GetUID())
+	nsUID, err := p.namespaceUID(ctx, c.GetNamespace())
+	if err != nil {
+		// Not knowing whether the claim may pass is no ground to sweep.
+		p.countErr(ctx, err)
+		p.s.opts.Log.Error(err, "read the namespace of a claim on a cleanup record", "owner", r.Owner.String())
+		p.settle(k, Adoptable, true)
+		return true
+	}
+	if r.ClaimApproved(c.GetUID(), nsUID) {
+		if p.report(ctx, r, Adoptable, "", p.settle(k, Adoptable, false)) {
+			p.s.opts.Log.Info("cleanup record adoptable: "+fmt.Sprintf(messageAdoptable, r.Owner, other), "owner", r.Owner.String())
+			p.event(r, corev1.EventTypeNormal, ReasonAdoptable, messageAdoptable, r.Owner.String(), other)
+		}
+		return true
+	}
+	since := p.claimSince(k, r)
+	until := since.Add(p.s.opts.ClaimGrace)
+	if !p.now.Before(until) {
+		return false
+	}
+	n := ledger.Note{State: string(Adoptable), Class: ClassNeedsApproval, Since: since, Until: until}
+	if p.reportNote(ctx, r, n, p.settle(k, Adoptable, false)) {
+		ns, name := "", ledger.ConfigMapName(r.Owner.UID)
+		if r.Source != nil {
+			ns, name = r.Source.Namespace, r.Source.Name
+		}
+		deadline := until.UTC().Format(time.RFC3339)
+		p.s.opts.Log.Info("cleanup record claimed without approval: "+fmt.Sprintf(messageClaimUnapproved, r.Owner, other, deadline, ns, name, c.GetUID()), "owner", r.Owner.String())
+		p.event(r, corev1.EventTypeWarning, ReasonAdoptable, messageClaimUnapproved, r.Owner.String(), other, deadline, ns, name, c.GetUID())
+		p.claimantEvent(r, c, ReasonClaimPending, messageClaimPending, r.Owner.UID, deadline, p.s.opts.ClaimGrace)
+	}
+	return true
+}
+
+// claimSince is the start of the grace of an unapproved claim on the
+// record k: this sweeper's first sight of it, or the earlier start its
+// own Note on the record says (a restarted sweeper, a new leader). A
+// start in the future is no start. Never anything the claimant wrote.
+func (p *pass) claimSince(k string, r *ledger.Record) time.Time {
+	since := p.now
+	if n := r.Note; n.State == string(Adoptable) && n.Class == ClassNeedsApproval && !n.Since.IsZero() && n.Since.Before(since) {
+		since = n.Since
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	m, ok := p.s.memos[k]
+	if !ok {
+		m = &memo{state: Waiting}
+		p.s.memos[k] = m
+	}
+	m.seen = true
+	if m.claimSince.IsZero() || since.Before(m.claimSince) {
+		m.claimSince = since
+	}
+	return m.claimSince
+}
+
+// namespaceUID reads the UID of namespace live; "" for a cluster-scoped
+// claimant, and for a namespace the sweeper may not read or that is gone
+// (unknown counts as another namespace, as in ledger.Adopt).
+func (p *pass) namespaceUID(ctx context.Context, namespace string) (types.UID, error) {
+	if namespace == "" {
+		return "", nil
+	}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	err := p.s.opts.Live.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("sweep: read namespace %s: %w", namespace, err)
+	}
+	return ns.GetUID(), nil
+}
+
+// claimantEvent sends an Event about the record r to c, the object that
+// claims it: the user who restored it reads its Events, not the records
+// namespace's.
+func (p *pass) claimantEvent(r *ledger.Record, c *metav1.PartialObjectMetadata, reason, msg string, args ...interface{}) {
+	if p.s.opts.Recorder == nil || c == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: r.Owner.APIVersion, Kind: r.Owner.Kind, Namespace: c.GetNamespace(), Name: c.GetName(), UID: c.GetUID()}
+	p.s.opts.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, reason, ActionSweep, msg, args...)
 }

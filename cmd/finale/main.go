@@ -2,6 +2,8 @@
 // operators:
 //
 //	finale audit [flags]       stuck deletions and cleanup records of a live cluster
+//	finale approve --namespace NS --from-uid UID
+//	                           approve every claim of a restored namespace at once
 //	finale check -f FILE       the deletion test of any operator (package check)
 //	finale check -f FILE --validate
 //	                           check the description only, start nothing
@@ -40,6 +42,9 @@ commands:
   audit [--kubeconfig PATH] [--records-namespace NS] [--settle 5m] [-o text|json]
                                         stuck deletions, cleanup records, unreachable records of a live cluster;
                                         read-only; exits 2 on findings, 3 on pending records only
+  approve --namespace NS --from-uid UID [--records-namespace NS] [--dry-run]
+                                        approve, in one action, the claim of every restored object of a namespace
+                                        that was deleted and created again
   check -f operator.yaml [--quick] [--seed N] [-o text|json] [--report out.md|out.html] [--only EXPERIMENT]
                                         the deletion test of any operator, on a local control plane of its own;
                                         exits 2 when an experiment broke
@@ -78,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "audit":
 		return audit(ctx, args[1:], stdout)
+	case "approve":
+		return approve(ctx, args[1:], stdout)
 	case "check":
 		return runCheck(ctx, args[1:], stdout)
 	case "version":
@@ -105,6 +112,8 @@ func help(ctx context.Context, args []string, stdout io.Writer) error {
 	switch args[0] {
 	case "audit":
 		return audit(ctx, []string{"-h"}, stdout)
+	case "approve":
+		return approve(ctx, []string{"-h"}, stdout)
 	case "check":
 		return runCheck(ctx, []string{"-h"}, stdout)
 	case "version":

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -298,4 +299,95 @@ func TestPlainRecreateIsNotAClaim(t *testing.T) {
 		t.Error("the namesake's record went")
 	}
 	w2.ready(again)
+}
+
+// A restored namespace needs one admin action, not one per object. A
+// namespace with two Roles is deleted with the operator down, their
+// records stranded; it is restored from a backup (a new namespace UID,
+// the Roles with their finale.dev/uid claims). Both claims wait
+// (AdoptionNeedsApproval) and print the one command for the whole
+// namespace; ledger's ApproveNamespace, which `finale approve` runs, then
+// approves exactly the objects that claim records of that namespace and
+// its earlier UID, and both Roles adopt their old roles. A third record
+// of the namespace, whose Role was not restored, is approved for nobody.
+// Before, an admin annotated each record by hand.
+func TestRestoredNamespaceIsApprovedInOneAction(t *testing.T) {
+	w := start(t, controller.Options{})
+	ns := w.namespace()
+	w.serverIn(ns)
+	var before []*v1alpha1.Role
+	for _, name := range []string{"app", "report", "gone"} {
+		r := role(ns, name, pgtarget.RandomName("restored_"))
+		w.create(r)
+		w.ready(r)
+		before = append(before, r)
+	}
+	var nsObj corev1.Namespace
+	if err := w.c.Get(t.Context(), client.ObjectKey{Name: ns}, &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	earlier := nsObj.UID
+
+	w.stop()
+	backups := []*v1alpha1.Role{restorable(before[0]).(*v1alpha1.Role), restorable(before[1]).(*v1alpha1.Role)}
+	w.goByHand(before[0], before[1], before[2], &v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg-admin"}})
+	if err := w.c.Delete(t.Context(), &nsObj); err != nil {
+		t.Fatal(err)
+	}
+	w.waitGone(&nsObj)
+
+	// The restore: the namespace, its Server, two of its Roles (a backup
+	// keeps their claims).
+	w.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	w.serverIn(ns)
+	for _, b := range backups {
+		w.create(b)
+	}
+	w2 := w.restart(controller.Options{})
+	wantCmd := "finale approve --records-namespace " + w.recNS + " --namespace " + ns + " --from-uid " + string(earlier)
+	for _, b := range backups {
+		err := controlplane.WaitFor(t.Context(), wait, "the claim of "+b.Name+" waits for an admin", func(ctx context.Context) (bool, error) {
+			if err := w.c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+				return false, err
+			}
+			synced := meta.FindStatusCondition(b.Status.Conditions, "Synced")
+			return synced != nil && synced.Reason == reasonNeedsApproval, nil
+		})
+		if err != nil {
+			t.Fatalf("%v (conditions %+v)", err, b.Status.Conditions)
+		}
+		if msg := meta.FindStatusCondition(b.Status.Conditions, "Synced").Message; !strings.Contains(msg, wantCmd) {
+			t.Errorf("%s: Synced message %q does not print the namespace's one command %q", b.Name, msg, wantCmd)
+		}
+	}
+
+	store, err := ledger.NewConfigMapStore(w.c, w.recNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := store.ApproveNamespace(t.Context(), w.c, ledger.ApproveRequest{Namespace: ns, From: earlier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]ledger.ApprovalOutcome{}
+	for _, a := range done {
+		got[a.Owner.Name] = a.Outcome
+	}
+	want := map[string]ledger.ApprovalOutcome{"app": ledger.Approved, "report": ledger.Approved, "gone": ledger.NoClaimant}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("approval outcomes (-want +got):\n%s", diff)
+	}
+	for i, b := range backups {
+		w2.ready(b)
+		if tag, ok := w2.roleTag(before[i].Spec.RoleName); !ok || tag != tagOf(b) {
+			t.Errorf("%s: role %s exists %v with tag %q; want it adopted (%q)", b.Name, before[i].Spec.RoleName, ok, tag, tagOf(b))
+		}
+		if w2.record(string(before[i].UID)) != nil || w2.record(string(b.UID)) == nil {
+			t.Errorf("%s: the record did not pass to the restored Role", b.Name)
+		}
+	}
+	if rec := w2.record(string(before[2].UID)); rec == nil || rec.Approval != "" {
+		t.Errorf("the record of the Role not restored: %+v, want it kept and approved for nobody", rec)
+	}
 }

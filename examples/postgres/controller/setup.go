@@ -52,6 +52,11 @@ type Options struct {
 	// SweepClockSkew is the clock difference tolerated between replicas,
 	// added to the settle window; zero is sweep's default.
 	SweepClockSkew time.Duration
+	// SweepClaimGrace is how long the sweeper keeps a record that a Role
+	// or Database claims without an admin's approval (a namespace deleted
+	// and created again), from its first sight of the claim; then it
+	// sweeps it. Zero is sweep.DefaultClaimGrace (24h).
+	SweepClaimGrace time.Duration
 	// SweepServers are Servers, besides those in the records namespace,
 	// that the sweeper may use for any record whose deployment they prove
 	// (an admin's choice; a record's own Server is always tried first).
@@ -201,7 +206,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		Controller: roleSetup,
 		Clock:      o.Clock, RecordsNamespace: records, KeySecret: o.KeySecret, EventSource: "finale-postgres", WatchNamespaces: true,
 		HoldOptions:  hold.Config{Timeout: o.HoldTimeout},
-		SweepOptions: sweep.Options{Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval},
+		SweepOptions: sweep.Options{Settle: o.SweepSettle, MaxClockSkew: o.SweepClockSkew, Interval: o.SweepInterval, ClaimGrace: o.SweepClaimGrace},
 		Designated:   designated(mgr.GetClient(), records, o.SweepServers),
 		// Zero for the naive build's unbounded calls: lifecycle's default.
 		CreateLanding: CreateLanding(pool.CallTimeout()),

@@ -609,6 +609,7 @@ func TestNew(t *testing.T) {
 		"complete":       {opts: sweep.Options{Ledger: l, Owners: reader, Live: reader, Targets: targets}},
 		"missing all":    {opts: sweep.Options{}, wantErr: "missing [Ledger Owners Live Targets]"},
 		"negative value": {opts: sweep.Options{Ledger: l, Owners: reader, Live: reader, Targets: targets, Settle: -1}, wantErr: "must not be negative"},
+		"negative grace": {opts: sweep.Options{Ledger: l, Owners: reader, Live: reader, Targets: targets, ClaimGrace: -time.Hour}, wantErr: "must not be negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, err := sweep.New(tc.opts)

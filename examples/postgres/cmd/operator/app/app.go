@@ -72,6 +72,7 @@ type Settings struct {
 	sweepSettle     time.Duration
 	sweepEvery      time.Duration
 	sweepSkew       time.Duration
+	sweepClaimGrace time.Duration
 	sweepServers    []types.NamespacedName
 	sweepTrusted    []string
 	keySecret       string
@@ -126,6 +127,7 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	fs.DurationVar(&s.sweepSettle, "sweep-settle", 0, "how long the sweeper leaves a record of a gone owner alone after its last create attempt; 0 is the default (5m)")
 	fs.DurationVar(&s.sweepEvery, "sweep-interval", 0, "time between sweep passes; 0 is the default (1m)")
 	fs.DurationVar(&s.sweepSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas, added to the settle window; 0 is the default (1m)")
+	fs.DurationVar(&s.sweepClaimGrace, "sweep-claim-grace", 0, "how long the sweeper keeps a record claimed without an admin's approval (a namespace created again), from its first sight of the claim, before it sweeps it; 0 is the default (24h)")
 	fs.Func("sweep-servers", "comma-separated namespace/name Servers the sweeper may use for any record they prove, besides those in the records namespace; only those with sslMode verify-full (or on a --sweep-trusted-hosts host and port) are used", func(v string) error {
 		extra, err := controller.ParseServers(v)
 		s.sweepServers = append(s.sweepServers, extra...)
@@ -313,7 +315,7 @@ func (s *Settings) NewManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 	o := controller.Options{
 		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
 		CallTimeout: s.callTimeout, ConnectTimeout: s.connectTimeout,
-		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepServers: s.sweepServers, SweepTrustedHosts: s.sweepTrusted, KeySecret: s.keySecret,
+		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepClaimGrace: s.sweepClaimGrace, SweepServers: s.sweepServers, SweepTrustedHosts: s.sweepTrusted, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,
 	}
 	if s.lock != nil && !s.naive {
