@@ -1,7 +1,11 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -10,6 +14,7 @@ import (
 	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/keyclient"
+	"github.com/finale-dev/finale/examples/keys/service"
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
@@ -58,7 +63,17 @@ type Options struct {
 	Workers int
 	// SkipNameValidation lets several managers run in one process (tests).
 	SkipNameValidation bool
+	// ServiceMode is the API shape of the key services this operator
+	// manages keys in; "" is service.ModeChallenge, the one finale's
+	// guarantees are proven on. service.ModeIDOnly (the G2 seed's shape)
+	// proves nothing and deletes by ID after a read: the owner's own
+	// cleanup still works, the sweeper never acts, and a copy of the
+	// service is taken for it (README.md's table).
+	ServiceMode service.Mode
 }
+
+// ErrServiceMode is returned by Setup for an unknown Options.ServiceMode.
+var ErrServiceMode = errors.New("controller: unknown Options.ServiceMode")
 
 // Operator is what Setup wired.
 type Operator struct {
@@ -79,8 +94,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Operator, error) 
 		o.CallTimeout = DefaultCallTimeout
 	}
 	servers := keyServers{r: mgr.GetCache()}
+	a, err := o.adapter(ctx, mgr, adapter{servers})
+	if err != nil {
+		return nil, err
+	}
 	parts, err := lifecycle.Setup(ctx, mgr, lifecycle.Kind[*v1alpha1.APIKey, *v1alpha1.KeyServer, Key, *keyclient.Client]{
-		Adapter:    adapter{servers},
+		Adapter:    a,
 		Dial:       dial(mgr.GetAPIReader()),
 		ParentName: func(k *v1alpha1.APIKey) string { return k.Spec.KeyServerRef.Name },
 		SecretName: func(s *v1alpha1.KeyServer) string { return s.Spec.TokenSecretRef.Name },
@@ -98,4 +117,31 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Operator, error) 
 	}
 	apiKeys, _ := parts.Reconcilers["APIKey"].(*lifecycle.Reconciler[*v1alpha1.APIKey, Key, *keyclient.Client])
 	return &Operator{Pool: parts.Pool, Ledger: parts.Ledger, Hold: parts.Hold, Watchdog: parts.Watchdog, Sweeper: parts.Sweeper, APIKeys: apiKeys}, nil
+}
+
+// kindAdapter is what lifecycle.Setup is given: the adapter of either
+// mode, with the extensions both have.
+type kindAdapter interface {
+	lifecycle.Adapter[*v1alpha1.APIKey, Key, *keyclient.Client]
+	lifecycle.ParentConnector[Key]
+	lifecycle.Retagger[*keyclient.Client]
+	lifecycle.Authenticator[Key]
+}
+
+// adapter returns the adapter of o.ServiceMode. The id-only one answers
+// proofs itself, so it needs the operator key: read (or created) here as
+// lifecycle.Setup reads it, from the same Secret.
+func (o Options) adapter(ctx context.Context, mgr ctrl.Manager, a adapter) (kindAdapter, error) {
+	switch o.ServiceMode {
+	case "", service.ModeChallenge:
+		return a, nil
+	case service.ModeIDOnly:
+		ns := cmp.Or(o.RecordsNamespace, os.Getenv(ledger.NamespaceEnv))
+		key, err := ledger.LoadKey(ctx, ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}, ns, o.KeySecret)
+		if err != nil {
+			return nil, fmt.Errorf("controller: the operator key for the id-only adapter: %w", err)
+		}
+		return idOnlyAdapter{adapter: a, key: key}, nil
+	}
+	return nil, fmt.Errorf("%w: %q, want one of %q", ErrServiceMode, o.ServiceMode, modes)
 }
