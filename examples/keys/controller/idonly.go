@@ -1,11 +1,19 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/keyclient"
 	"github.com/finale-dev/finale/examples/keys/service"
 	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
 )
 
 // IDOnlySalt is the salt every deployment of a service in
@@ -75,6 +83,36 @@ func (idOnlyAdapter) Delete(ctx context.Context, c *keyclient.Client, id, tag st
 // certificate names a host, and a copy of the data behind that host
 // answers as the deployment does.
 func (idOnlyAdapter) Authentication(Key) string { return AuthIDOnly }
+
+// ErrServiceMode is returned by Setup for an unknown Options.ServiceMode.
+var ErrServiceMode = errors.New("controller: unknown Options.ServiceMode")
+
+// kindAdapter is what lifecycle.Setup is given: the adapter of either
+// mode, with the extensions both have.
+type kindAdapter interface {
+	lifecycle.Adapter[*v1alpha1.APIKey, Key, *keyclient.Client]
+	lifecycle.ParentConnector[Key]
+	lifecycle.Retagger[*keyclient.Client]
+	lifecycle.Authenticator[Key]
+}
+
+// adapter returns the adapter of o.ServiceMode. The id-only one answers
+// proofs itself, so it needs the operator key: read (or created) here as
+// lifecycle.Setup reads it, from the same Secret.
+func (o Options) adapter(ctx context.Context, mgr ctrl.Manager, a adapter) (kindAdapter, error) {
+	switch o.ServiceMode {
+	case "", service.ModeChallenge:
+		return a, nil
+	case service.ModeIDOnly:
+		ns := cmp.Or(o.RecordsNamespace, os.Getenv(ledger.NamespaceEnv))
+		key, err := ledger.LoadKey(ctx, ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}, ns, o.KeySecret)
+		if err != nil {
+			return nil, fmt.Errorf("controller: the operator key for the id-only adapter: %w", err)
+		}
+		return idOnlyAdapter{adapter: a, key: key}, nil
+	}
+	return nil, fmt.Errorf("%w: %q, want one of %q", ErrServiceMode, o.ServiceMode, modes)
+}
 
 // modes are the service modes Setup accepts.
 var modes = []service.Mode{service.ModeChallenge, service.ModeIDOnly}

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/controller"
@@ -248,5 +251,18 @@ func TestSplicedBackends(t *testing.T) {
 			})
 			w.noLeaks()
 		})
+	}
+}
+
+// Setup refuses a service mode it does not know rather than fall back to
+// one: the mode decides whether the sweeper may act.
+func TestSetupRefusesUnknownMode(t *testing.T) {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = controller.Setup(t.Context(), mgr, controller.Options{RecordsNamespace: testenv.Namespace(t, env.Client), ServiceMode: "seed", SkipNameValidation: true})
+	if !errors.Is(err, controller.ErrServiceMode) {
+		t.Errorf("Setup with ServiceMode %q = %v, want ErrServiceMode", "seed", err)
 	}
 }

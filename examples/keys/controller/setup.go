@@ -1,11 +1,7 @@
 package controller
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
-	"os"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -72,9 +68,6 @@ type Options struct {
 	ServiceMode service.Mode
 }
 
-// ErrServiceMode is returned by Setup for an unknown Options.ServiceMode.
-var ErrServiceMode = errors.New("controller: unknown Options.ServiceMode")
-
 // Operator is what Setup wired.
 type Operator struct {
 	Pool     *Pool
@@ -117,31 +110,4 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Operator, error) 
 	}
 	apiKeys, _ := parts.Reconcilers["APIKey"].(*lifecycle.Reconciler[*v1alpha1.APIKey, Key, *keyclient.Client])
 	return &Operator{Pool: parts.Pool, Ledger: parts.Ledger, Hold: parts.Hold, Watchdog: parts.Watchdog, Sweeper: parts.Sweeper, APIKeys: apiKeys}, nil
-}
-
-// kindAdapter is what lifecycle.Setup is given: the adapter of either
-// mode, with the extensions both have.
-type kindAdapter interface {
-	lifecycle.Adapter[*v1alpha1.APIKey, Key, *keyclient.Client]
-	lifecycle.ParentConnector[Key]
-	lifecycle.Retagger[*keyclient.Client]
-	lifecycle.Authenticator[Key]
-}
-
-// adapter returns the adapter of o.ServiceMode. The id-only one answers
-// proofs itself, so it needs the operator key: read (or created) here as
-// lifecycle.Setup reads it, from the same Secret.
-func (o Options) adapter(ctx context.Context, mgr ctrl.Manager, a adapter) (kindAdapter, error) {
-	switch o.ServiceMode {
-	case "", service.ModeChallenge:
-		return a, nil
-	case service.ModeIDOnly:
-		ns := cmp.Or(o.RecordsNamespace, os.Getenv(ledger.NamespaceEnv))
-		key, err := ledger.LoadKey(ctx, ledger.ReadWriter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}, ns, o.KeySecret)
-		if err != nil {
-			return nil, fmt.Errorf("controller: the operator key for the id-only adapter: %w", err)
-		}
-		return idOnlyAdapter{adapter: a, key: key}, nil
-	}
-	return nil, fmt.Errorf("%w: %q, want one of %q", ErrServiceMode, o.ServiceMode, modes)
 }
