@@ -55,6 +55,20 @@
 // the second. A PostgreSQL copy holds its sentinel, which is why the
 // reference operator's sweeper needs verify-full instead.
 //
+// # The seed's shape: Options.ServiceMode id-only
+//
+// For a key service in service.ModeIDOnly (the G2 seed's shape: identity
+// by deployment ID alone, delete by ID after a read), Setup wires another
+// adapter (idonly.go). It cannot prove the deployment: it answers the
+// ledger's questions in the operator, over the deployment ID the service
+// claims, so a copy of the service or a splicing proxy passes; it reports
+// every connection unauthenticated (Authentication ""), so the sweeper
+// keeps and reports what escaped instead of acting; and its Delete reads
+// the key and then deletes it by ID, with a window between the two. The
+// owner's own cleanup, the record before the create, the hold and
+// adoption by tag still hold. README.md's table says which guarantee
+// holds in which mode and names the test that shows it.
+//
 // # Threat model
 //
 // Tenants write KeyServers, APIKeys and their own Secrets; the token a

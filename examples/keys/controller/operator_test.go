@@ -34,6 +34,7 @@ import (
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
+	"github.com/finale-dev/finale/sweep"
 	"github.com/finale-dev/finale/testenv"
 	"github.com/finale-dev/finale/watchdog"
 )
@@ -65,11 +66,21 @@ type world struct {
 	sys      string // the operator's namespace: records, key, designated KeyServers
 	svc      *service.Server
 	dir, ids string // the service's data and identity directories
+	// mode is the service's API shape; the operator's ServiceMode must
+	// match it.
+	mode service.Mode
+	// newClient, when set, makes the manager's client (a fault script
+	// around the real one).
+	newClient client.NewClientFunc
 }
+
+// modes are the service modes the tests that compare them run in: the
+// default and the G2 seed's shape (README.md's table).
+var modes = []service.Mode{service.ModeChallenge, service.ModeIDOnly}
 
 func start(t *testing.T, o controller.Options) *world {
 	t.Helper()
-	w := &world{t: t, c: env.Client, sys: testenv.Namespace(t, env.Client), dir: t.TempDir(), ids: t.TempDir()}
+	w := &world{t: t, c: env.Client, sys: testenv.Namespace(t, env.Client), dir: t.TempDir(), ids: t.TempDir(), mode: o.ServiceMode}
 	w.svc = w.serve("", w.dir, w.ids)
 	w.run(o)
 	return w
@@ -83,6 +94,7 @@ func (w *world) run(o controller.Options) (stop func()) {
 		Scheme:     env.Scheme,
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient:  w.newClient,
 	})
 	if err != nil {
 		w.t.Fatal(err)
@@ -109,7 +121,7 @@ func (w *world) run(o controller.Options) (stop func()) {
 // directories.
 func (w *world) serve(addr, dir, ids string) *service.Server {
 	w.t.Helper()
-	s, err := service.Start(addr, service.Options{Token: serviceToken, Dir: dir, IdentityDir: ids})
+	s, err := service.Start(addr, service.Options{Token: serviceToken, Dir: dir, IdentityDir: ids, Mode: w.mode})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -192,6 +204,20 @@ func (w *world) records(ctx context.Context) ([]string, error) {
 	return uids, err
 }
 
+// notes are the sweeper's verdicts on the operator's records.
+func (w *world) notes(ctx context.Context) ([]string, error) {
+	store, err := ledger.NewConfigMapStore(w.c, w.sys)
+	if err != nil {
+		return nil, err
+	}
+	page, err := store.List(ctx, 0, "")
+	var out []string
+	for _, r := range page.Records {
+		out = append(out, r.Note.State)
+	}
+	return out, err
+}
+
 // leaks fails the test if the service holds a key or a record is left.
 func (w *world) noLeaks() {
 	w.t.Helper()
@@ -207,39 +233,44 @@ func (w *world) noLeaks() {
 // A namespace of APIKeys, its KeyServer and token Secret deleted at once:
 // the hold keeps the KeyServer and the Secret until every key is deleted
 // from the service, and nothing is left behind, neither keys in the
-// service nor cleanup records.
+// service nor cleanup records. It holds in both service modes: the
+// owner's own deletion needs no proof the id-only service cannot give.
 func TestNamespaceDeletionLeaksNothing(t *testing.T) {
-	w := start(t, controller.Options{})
-	ns := w.tenant()
-	const n = 4
-	var keys []*v1alpha1.APIKey
-	for i := range n {
-		k := apiKey(ns, "k"+strconv.Itoa(i), "read", "scope-"+strconv.Itoa(i))
-		w.create(k)
-		keys = append(keys, k)
-	}
-	for _, k := range keys {
-		w.ready(k)
-	}
-	if got := len(w.svc.Keys()); got != n {
-		t.Fatalf("the service holds %d keys, want %d", got, n)
-	}
-	if recs, err := w.records(t.Context()); err != nil || len(recs) != n {
-		t.Fatalf("%d cleanup records (%v), want %d", len(recs), err, n)
-	}
-	for name, obj := range map[string]client.Object{"keys": &v1alpha1.KeyServer{}, "keys-token": &corev1.Secret{}} {
-		if err := w.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Contains(obj.GetFinalizers(), hold.Finalizer) {
-			t.Fatalf("%T %s carries no hold finalizer before the namespace goes: nothing keeps it for the keys' cleanup", obj, name)
-		}
-	}
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := start(t, controller.Options{ServiceMode: mode})
+			ns := w.tenant()
+			const n = 4
+			var keys []*v1alpha1.APIKey
+			for i := range n {
+				k := apiKey(ns, "k"+strconv.Itoa(i), "read", "scope-"+strconv.Itoa(i))
+				w.create(k)
+				keys = append(keys, k)
+			}
+			for _, k := range keys {
+				w.ready(k)
+			}
+			if got := len(w.svc.Keys()); got != n {
+				t.Fatalf("the service holds %d keys, want %d", got, n)
+			}
+			if recs, err := w.records(t.Context()); err != nil || len(recs) != n {
+				t.Fatalf("%d cleanup records (%v), want %d", len(recs), err, n)
+			}
+			for name, obj := range map[string]client.Object{"keys": &v1alpha1.KeyServer{}, "keys-token": &corev1.Secret{}} {
+				if err := w.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Contains(obj.GetFinalizers(), hold.Finalizer) {
+					t.Fatalf("%T %s carries no hold finalizer before the namespace goes: nothing keeps it for the keys' cleanup", obj, name)
+				}
+			}
 
-	if err := controlplane.DeleteAndWait(t.Context(), w.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, wait); err != nil {
-		t.Fatal(err)
+			if err := controlplane.DeleteAndWait(t.Context(), w.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, wait); err != nil {
+				t.Fatal(err)
+			}
+			w.noLeaks()
+		})
 	}
-	w.noLeaks()
 }
 
 // A spec change reaches the service (Update), and a Retain key outlives
@@ -279,87 +310,142 @@ func TestUpdateAndRetain(t *testing.T) {
 	}
 }
 
-// The service restarted with a new identity store (a copy of its data, or
-// a reset) has the deployment ID and the keys but not the token: it cannot
-// prove the deployment, so the APIKey's deletion is refused
-// (DeploymentNotProven), the key stays in the service and the record
-// stays. With the real service back, the deletion finishes and nothing is
-// left.
-func TestCopyCannotProveTheDeployment(t *testing.T) {
-	w := start(t, controller.Options{})
-	ns := w.tenant()
-	k := apiKey(ns, "k")
-	w.create(k)
-	w.ready(k)
+// The service replaced by a copy of its data (restarted on another data
+// directory copied from it, with a new identity store: a backup restored
+// elsewhere, a staging clone, a reset) while an APIKey is deleted.
+//
+// challenge: the copy has the deployment ID and the keys but not the
+// token, so it cannot prove the deployment: the deletion is refused
+// (DeploymentNotProven), the key and the record stay, and with the real
+// service back the deletion finishes and nothing is left.
+//
+// id-only (the G2 seed's shape): the copy answers the deployment ID as the
+// service does, and that is all the operator can check, so the cleanup
+// runs against the copy: the copy's key is deleted, the record removed and
+// the APIKey goes, while the real service keeps the key. Nothing is left
+// that names it: it leaked.
+func TestCopyOfTheService(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := start(t, controller.Options{ServiceMode: mode})
+			ns := w.tenant()
+			k := apiKey(ns, "k")
+			w.create(k)
+			w.ready(k)
+			want := w.svc.Keys()
 
-	copied := t.TempDir()
-	if err := os.CopyFS(copied, os.DirFS(w.dir)); err != nil {
-		t.Fatal(err)
-	}
-	w.swap(copied, t.TempDir())
-	if err := w.c.Delete(t.Context(), k); err != nil {
-		t.Fatal(err)
-	}
-	w.waitFor("the deletion refused as DeploymentNotProven", func(ctx context.Context) (bool, error) {
-		if err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k); err != nil {
-			return false, err
-		}
-		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionSynced)
-		return c != nil && c.Reason == lifecycle.ReasonNotProven, nil
-	})
-	if !slices.Contains(k.Finalizers, controller.Finalizer) {
-		t.Fatal("the APIKey lost its cleanup finalizer to a service that proved nothing")
-	}
-	if got := len(w.svc.Keys()); got != 1 {
-		t.Fatalf("the copy holds %d keys, want the 1 it was copied with", got)
-	}
-	if recs, err := w.records(t.Context()); err != nil || len(recs) != 1 {
-		t.Fatalf("records %v (%v), want the APIKey's", recs, err)
-	}
+			copied := t.TempDir()
+			if err := os.CopyFS(copied, os.DirFS(w.dir)); err != nil {
+				t.Fatal(err)
+			}
+			w.swap(copied, t.TempDir())
+			if err := w.c.Delete(t.Context(), k); err != nil {
+				t.Fatal(err)
+			}
 
-	w.swap(w.dir, w.ids)
-	w.waitFor("the APIKey to be gone", func(ctx context.Context) (bool, error) {
-		err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k)
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-	})
-	w.noLeaks()
+			if mode == service.ModeIDOnly {
+				w.waitFor("the APIKey to be gone, cleaned up through the copy", func(ctx context.Context) (bool, error) {
+					err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k)
+					return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+				})
+				if recs, err := w.records(t.Context()); err != nil || len(recs) != 0 {
+					t.Fatalf("records %v (%v), want none: the copy's answers confirmed the delete", recs, err)
+				}
+				if got := w.svc.Keys(); len(got) != 0 {
+					t.Fatalf("the copy still holds %v; want its key deleted", got)
+				}
+				leaked, err := service.ReadKeys(w.dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, leaked); diff != "" {
+					t.Fatalf("the real service's keys after the APIKey went (-want +got): the id-only mode must leak the key here, or this row of README.md's table is wrong:\n%s", diff)
+				}
+				return
+			}
+
+			w.waitFor("the deletion refused as DeploymentNotProven", func(ctx context.Context) (bool, error) {
+				if err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k); err != nil {
+					return false, err
+				}
+				c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionSynced)
+				return c != nil && c.Reason == lifecycle.ReasonNotProven, nil
+			})
+			if !slices.Contains(k.Finalizers, controller.Finalizer) {
+				t.Fatal("the APIKey lost its cleanup finalizer to a service that proved nothing")
+			}
+			if got := len(w.svc.Keys()); got != 1 {
+				t.Fatalf("the copy holds %d keys, want the 1 it was copied with", got)
+			}
+			if recs, err := w.records(t.Context()); err != nil || len(recs) != 1 {
+				t.Fatalf("records %v (%v), want the APIKey's", recs, err)
+			}
+
+			w.swap(w.dir, w.ids)
+			w.waitFor("the APIKey to be gone", func(ctx context.Context) (bool, error) {
+				err := w.c.Get(ctx, client.ObjectKeyFromObject(k), k)
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+			})
+			w.noLeaks()
+		})
+	}
 }
 
 // When the hold ends before the keys could be deleted (the service was
-// down), the APIKeys go without their delete and their records stay; once
-// the service is back, the sweeper deletes the keys through the KeyServer
-// the admin designated (one in the operator's namespace: the tenant's is
-// gone with its namespace), proven to reach the same deployment, and
-// removes the records.
+// down), the APIKeys go without their delete and their records stay.
+//
+// challenge: once the service is back, the sweeper deletes the keys
+// through the KeyServer the admin designated (one in the operator's
+// namespace: the tenant's is gone with its namespace), proven to reach the
+// same deployment, and removes the records.
+//
+// id-only: no connection is authenticated (a copy would answer as the
+// service does), so the sweeper asks nothing and deletes nothing: the
+// records stay, marked unverified (the records gauge, a Warning Event
+// naming the keys), and so do the keys, until an admin deletes them.
 func TestSweeperFinishesWhatTheHoldGaveUp(t *testing.T) {
-	w := start(t, controller.Options{HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second})
-	w.keyServer(w.sys)
-	ns := w.tenant()
-	a, b := apiKey(ns, "a"), apiKey(ns, "b")
-	w.create(a)
-	w.create(b)
-	w.ready(a)
-	w.ready(b)
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			w := start(t, controller.Options{ServiceMode: mode, HoldTimeout: 3 * time.Second, SweepSettle: time.Second, SweepClockSkew: time.Millisecond, SweepInterval: time.Second})
+			w.keyServer(w.sys)
+			ns := w.tenant()
+			a, b := apiKey(ns, "a"), apiKey(ns, "b")
+			w.create(a)
+			w.create(b)
+			w.ready(a)
+			w.ready(b)
 
-	addr := w.svc.Addr()
-	if err := w.svc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.DeleteAndWait(t.Context(), w.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, wait); err != nil {
-		t.Fatal(err)
-	}
-	if recs, err := w.records(t.Context()); err != nil || len(recs) != 2 {
-		t.Fatalf("released without delete, but records are %v (%v): the keys would leak", recs, err)
-	}
+			addr := w.svc.Addr()
+			if err := w.svc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := controlplane.DeleteAndWait(t.Context(), w.c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, wait); err != nil {
+				t.Fatal(err)
+			}
+			if recs, err := w.records(t.Context()); err != nil || len(recs) != 2 {
+				t.Fatalf("released without delete, but records are %v (%v): the keys would leak", recs, err)
+			}
 
-	w.svc = w.serve(addr, w.dir, w.ids)
-	if got := len(w.svc.Keys()); got != 2 {
-		t.Fatalf("the service holds %d keys after the hold gave up, want 2; the test proves nothing", got)
+			w.svc = w.serve(addr, w.dir, w.ids)
+			if got := len(w.svc.Keys()); got != 2 {
+				t.Fatalf("the service holds %d keys after the hold gave up, want 2; the test proves nothing", got)
+			}
+			if mode == service.ModeIDOnly {
+				w.waitFor("the sweeper to mark both records unverified", func(ctx context.Context) (bool, error) {
+					notes, err := w.notes(ctx)
+					return cmp.Equal(notes, []string{string(sweep.Unverified), string(sweep.Unverified)}), err
+				})
+				if got := len(w.svc.Keys()); got != 2 {
+					t.Fatalf("the service holds %d keys, want both kept: the sweeper must not act on an unauthenticated connection", got)
+				}
+				return
+			}
+			w.waitFor("the sweeper to delete the keys and their records", func(ctx context.Context) (bool, error) {
+				recs, err := w.records(ctx)
+				return len(recs) == 0 && len(w.svc.Keys()) == 0, err
+			})
+		})
 	}
-	w.waitFor("the sweeper to delete the keys and their records", func(ctx context.Context) (bool, error) {
-		recs, err := w.records(ctx)
-		return len(recs) == 0 && len(w.svc.Keys()) == 0, err
-	})
 }
 
 // An APIKey restored from a backup (a new UID, the annotation naming the

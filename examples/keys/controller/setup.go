@@ -10,6 +10,7 @@ import (
 	"github.com/finale-dev/finale/clientpool"
 	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/keyclient"
+	"github.com/finale-dev/finale/examples/keys/service"
 	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
@@ -58,6 +59,13 @@ type Options struct {
 	Workers int
 	// SkipNameValidation lets several managers run in one process (tests).
 	SkipNameValidation bool
+	// ServiceMode is the API shape of the key services this operator
+	// manages keys in; "" is service.ModeChallenge, the one finale's
+	// guarantees are proven on. service.ModeIDOnly (the G2 seed's shape)
+	// proves nothing and deletes by ID after a read: the owner's own
+	// cleanup still works, the sweeper never acts, and a copy of the
+	// service is taken for it (README.md's table).
+	ServiceMode service.Mode
 }
 
 // Operator is what Setup wired.
@@ -79,8 +87,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) (*Operator, error) 
 		o.CallTimeout = DefaultCallTimeout
 	}
 	servers := keyServers{r: mgr.GetCache()}
+	a, err := o.adapter(ctx, mgr, adapter{servers})
+	if err != nil {
+		return nil, err
+	}
 	parts, err := lifecycle.Setup(ctx, mgr, lifecycle.Kind[*v1alpha1.APIKey, *v1alpha1.KeyServer, Key, *keyclient.Client]{
-		Adapter:    adapter{servers},
+		Adapter:    a,
 		Dial:       dial(mgr.GetAPIReader()),
 		ParentName: func(k *v1alpha1.APIKey) string { return k.Spec.KeyServerRef.Name },
 		SecretName: func(s *v1alpha1.KeyServer) string { return s.Spec.TokenSecretRef.Name },

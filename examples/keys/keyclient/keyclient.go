@@ -122,6 +122,44 @@ func (c *Client) Delete(ctx context.Context, id, tag string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(id), url.Values{"tag": {tag}}, nil, nil, http.StatusNoContent)
 }
 
+// Get returns the key id, whatever its tag; a missing key is an *Error
+// with status 404.
+func (c *Client) Get(ctx context.Context, id string) (service.Key, error) {
+	var k service.Key
+	err := c.do(ctx, http.MethodGet, "/v1/keys/"+url.PathEscape(id), nil, nil, &k, http.StatusOK)
+	return k, err
+}
+
+// DeleteByID deletes the key id whatever it carries: the only delete of a
+// service in service.ModeIDOnly. A missing key is an *Error with status
+// 404.
+func (c *Client) DeleteByID(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(id), nil, nil, nil, http.StatusNoContent)
+}
+
+// ReadThenDelete is Delete for a service in service.ModeIDOnly, as the G2
+// seed deletes: it reads the key id (Get) and deletes it by ID
+// (DeleteByID) only if it carried tag. No key id carrying tag, or a key
+// gone by the delete, is success, as for Delete.
+//
+// It is two requests, and the service checks nothing in the second:
+// a key that moves to another tag between them, or a delete that reaches
+// another backend than the read, is deleted (or missed) unseen. Delete
+// checks the tag in the request that deletes.
+func (c *Client) ReadThenDelete(ctx context.Context, id, tag string) error {
+	k, err := c.Get(ctx, id)
+	if err == nil && k.Tag != tag {
+		return nil // someone else's key
+	}
+	if err == nil {
+		err = c.DeleteByID(ctx, id)
+	}
+	if e := (*Error)(nil); errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
 // Retag moves the key id from tag from to tag to; a key carrying neither
 // is left alone.
 func (c *Client) Retag(ctx context.Context, id, from, to string) error {

@@ -10,6 +10,7 @@
 //
 //	POST   /v1/keys                  NewKey -> 201 Key (the service makes the ID)
 //	GET    /v1/keys?tag=T            -> 200 KeyList: the keys carrying T
+//	GET    /v1/keys/{id}             -> 200 Key, whatever its tag; 404 not_found
 //	PUT    /v1/keys/{id}?tag=T       KeySpec -> 200 Key; 404 unless key id carries T
 //	DELETE /v1/keys/{id}?tag=T       -> 204: deleted, or no key id carries T
 //	POST   /v1/keys/{id}/retag       Retag -> 204: moved from From to To, if it carried From
@@ -43,6 +44,23 @@
 // keys, but no token: it answers 409 not_enrolled, and an operator's
 // cleanup through it is refused (DeploymentNotProven) rather than taking
 // its empty answers for a finished delete.
+//
+// # The seed's shape: ModeIDOnly
+//
+// Options.Mode ModeIDOnly gives the service the shape of the one in the
+// G2 seed (coder-k8s): it proves nothing, since it keeps no identities and
+// its challenge endpoint answers 501 unsupported, so the only identity it
+// offers is its deployment ID, read from GET /v1/identity, which a copy
+// of its data answers identically; and it deletes by exact ID alone:
+//
+//	DELETE /v1/keys/{id}             -> 204 deleted, whatever its tag; 404 not_found; 400 with a tag
+//
+// A caller that must delete only its own key reads it first and deletes
+// in a second request: whatever changes between the two (the key moved
+// to another tag, the requests reaching two backends) is not seen.
+// Creates, lists, updates and retags are as in the default mode.
+// examples/keys/README.md tabulates which of finale's guarantees still
+// hold for an operator of a service of this shape.
 //
 // # Durability
 //

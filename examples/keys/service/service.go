@@ -32,9 +32,46 @@ type Options struct {
 	// token per operator key ID); "" is Dir. Kept apart, a copy of Dir
 	// without it (a backup restored elsewhere, a clone for tests) holds the
 	// same deployment ID and keys but cannot prove the deployment: it has
-	// no token to answer with.
+	// no token to answer with. Unused in ModeIDOnly, which has no
+	// identities.
 	IdentityDir string
+	// Mode is the shape of the API: "" is ModeChallenge, the default.
+	Mode Mode
 }
+
+// Mode is the shape of the service's API in the two places finale's
+// guarantees depend on: how it proves its deployment and how it deletes.
+type Mode string
+
+const (
+	// ModeChallenge is the default: the service answers the ledger's
+	// challenge with a token only it holds (POST /v1/identity/prove), and
+	// deletes a key only while it carries the tag the delete names, in one
+	// request.
+	ModeChallenge Mode = "challenge"
+	// ModeIDOnly is the shape of the service in the G2 seed (coder-k8s):
+	// it identifies itself by its deployment ID alone (GET /v1/identity;
+	// the challenge endpoint answers 501), which a copy of its data or
+	// anything that relays it answers identically, and deletes by exact
+	// ID alone (DELETE /v1/keys/{id} refuses a tag and answers 404 for a
+	// missing key), so a caller that must delete only its own key reads it
+	// first (GET /v1/keys/{id}) and deletes in a second request.
+	ModeIDOnly Mode = "id-only"
+)
+
+// ParseMode returns the Mode named s; "" is ModeChallenge.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case "", ModeChallenge:
+		return ModeChallenge, nil
+	case ModeIDOnly:
+		return m, nil
+	}
+	return "", fmt.Errorf("%w: %q is neither %q nor %q", ErrMode, s, ModeChallenge, ModeIDOnly)
+}
+
+// ErrMode wraps an unknown Options.Mode.
+var ErrMode = errors.New("service: unknown mode")
 
 // Service is the key service: an http.Handler. It is safe for concurrent
 // use; every change is written to disk before it is answered.
@@ -43,6 +80,7 @@ type Service struct {
 	keysPath   string
 	idsPath    string
 	deployment string // read-only after New
+	mode       Mode   // read-only after New
 
 	mu         sync.Mutex            // guards keys and identities
 	keys       map[string]Key        // by ID
@@ -59,6 +97,10 @@ func New(o Options) (*Service, error) {
 	if o.Dir == "" {
 		return nil, errors.New("service: Options.Dir is required")
 	}
+	mode, err := ParseMode(string(o.Mode))
+	if err != nil {
+		return nil, err
+	}
 	if o.IdentityDir == "" {
 		o.IdentityDir = o.Dir
 	}
@@ -73,8 +115,8 @@ func New(o Options) (*Service, error) {
 		idsPath:    filepath.Join(o.IdentityDir, IdentitiesFile),
 		keys:       map[string]Key{},
 		identities: map[string]Enrollment{},
+		mode:       mode,
 	}
-	var err error
 	if s.deployment, err = loadDeployment(o.Dir); err != nil {
 		return nil, err
 	}
@@ -94,13 +136,22 @@ func New(o Options) (*Service, error) {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/keys", s.create)
 	s.mux.HandleFunc("GET /v1/keys", s.list)
+	s.mux.HandleFunc("GET /v1/keys/{id}", s.get)
 	s.mux.HandleFunc("PUT /v1/keys/{id}", s.update)
-	s.mux.HandleFunc("DELETE /v1/keys/{id}", s.delete)
 	s.mux.HandleFunc("POST /v1/keys/{id}/retag", s.retag)
 	s.mux.HandleFunc("GET /v1/identity", s.identity)
-	s.mux.HandleFunc("POST /v1/identity/prove", s.prove)
+	if mode == ModeIDOnly {
+		s.mux.HandleFunc("DELETE /v1/keys/{id}", s.deleteByID)
+		s.mux.HandleFunc("POST /v1/identity/prove", s.unsupported)
+	} else {
+		s.mux.HandleFunc("DELETE /v1/keys/{id}", s.delete)
+		s.mux.HandleFunc("POST /v1/identity/prove", s.prove)
+	}
 	return s, nil
 }
+
+// Mode is the shape of the service's API.
+func (s *Service) Mode() Mode { return s.mode }
 
 // Deployment is the service's deployment ID.
 func (s *Service) Deployment() string { return s.deployment }
@@ -195,6 +246,47 @@ func (s *Service) delete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// get answers the key with the ID, whatever its tag: the read of
+// ModeIDOnly's read-then-delete.
+func (s *Service) get(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	k, ok := s.keys[r.PathValue("id")]
+	s.mu.Unlock()
+	if !ok {
+		fail(w, http.StatusNotFound, CodeNotFound, MessageNoKey)
+		return
+	}
+	reply(w, http.StatusOK, k)
+}
+
+// deleteByID is ModeIDOnly's delete: the key with the ID goes, whatever it
+// carries; a missing key is a 404. A tag is refused rather than ignored, so
+// that a client that means a conditional delete learns it is not getting
+// one.
+func (s *Service) deleteByID(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Has("tag") {
+		fail(w, http.StatusBadRequest, CodeInvalid, MessageDeleteByIDOnly)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.keys[r.PathValue("id")]
+	if !ok {
+		fail(w, http.StatusNotFound, CodeNotFound, MessageNoKey)
+		return
+	}
+	if !s.saveKeys(w, func(keys map[string]Key) { delete(keys, k.ID) }) {
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// unsupported answers ModeIDOnly's challenge endpoint: the service holds
+// no token and proves nothing.
+func (s *Service) unsupported(w http.ResponseWriter, _ *http.Request) {
+	fail(w, http.StatusNotImplemented, CodeUnsupported, MessageNoChallenge)
 }
 
 // retag moves the key with the ID from one tag to another; a key that

@@ -314,3 +314,84 @@ func TestCheckLoopback(t *testing.T) {
 		t.Errorf("Start on 0.0.0.0 = %v, want ErrNotLoopback", err)
 	}
 }
+
+// In ModeIDOnly the service proves nothing (the challenge endpoint is 501,
+// an Invalid error the operator never takes for an answer) and deletes by
+// ID alone: a delete naming a tag is refused, a delete by ID removes the
+// key whatever it carries, a missing key is a 404. In the default mode a
+// delete without a tag is refused, so neither mode's client can delete
+// through the other's API by mistake.
+func TestIDOnlyMode(t *testing.T) {
+	s := start(t, service.Options{Mode: service.ModeIDOnly})
+	c := clientOf(t, s, token)
+	ctx := t.Context()
+	if s.Mode() != service.ModeIDOnly {
+		t.Fatalf("Mode() = %q, want %q", s.Mode(), service.ModeIDOnly)
+	}
+	_, err := c.Prove(ctx, ledger.Question{KeyID: "k", Challenge: "c", Enroll: &ledger.Enrollment{Salt: "s", Token: "t"}})
+	if statusOf(err) != http.StatusNotImplemented || errclass.Default.Classify(ctx, err) != errclass.Invalid {
+		t.Errorf("Prove in id-only mode = %v, want a 501 classified Invalid", err)
+	}
+	if id, err := c.Identity(ctx); err != nil || id != s.Deployment() {
+		t.Errorf("Identity = %q, %v; want %q", id, err, s.Deployment())
+	}
+
+	mine, err := c.Create(ctx, "tag-a", service.KeySpec{Name: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := c.Create(ctx, "tag-b", service.KeySpec{Name: "theirs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Get(ctx, theirs.ID); err != nil || !cmp.Equal(got, theirs) {
+		t.Errorf("Get(%s) = %+v, %v; want %+v", theirs.ID, got, err, theirs)
+	}
+	if _, err := c.Get(ctx, "ak_missing"); statusOf(err) != http.StatusNotFound {
+		t.Errorf("Get of a missing key = %v, want a 404", err)
+	}
+	if err := c.Delete(ctx, theirs.ID, "tag-b"); statusOf(err) != http.StatusBadRequest {
+		t.Errorf("a delete naming a tag = %v, want a 400: this mode has no conditional delete", err)
+	}
+	if err := c.ReadThenDelete(ctx, theirs.ID, "tag-a"); err != nil {
+		t.Errorf("ReadThenDelete of a key with another tag = %v, want success that leaves it", err)
+	}
+	if err := c.ReadThenDelete(ctx, "ak_missing", "tag-a"); err != nil {
+		t.Errorf("ReadThenDelete of a missing key = %v, want success", err)
+	}
+	if diff := cmp.Diff([]service.Key{mine, theirs}, s.Keys(), sortKeys); diff != "" {
+		t.Errorf("keys after the calls that must leave them (-want +got):\n%s", diff)
+	}
+	// The delete itself checks nothing: it removes another tag's key.
+	if err := c.DeleteByID(ctx, theirs.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteByID(ctx, theirs.ID); statusOf(err) != http.StatusNotFound {
+		t.Errorf("DeleteByID of a deleted key = %v, want a 404", err)
+	}
+	if err := c.ReadThenDelete(ctx, mine.ID, "tag-a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Keys()); n != 0 {
+		t.Errorf("%d keys left, want 0", n)
+	}
+
+	strong := start(t, service.Options{})
+	sc := clientOf(t, strong, token)
+	k, err := sc.Create(ctx, "tag-a", service.KeySpec{Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.DeleteByID(ctx, k.ID); statusOf(err) != http.StatusBadRequest {
+		t.Errorf("DeleteByID in the default mode = %v, want a 400: it deletes only by tag", err)
+	}
+}
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]service.Mode{"": service.ModeChallenge, "challenge": service.ModeChallenge, "id-only": service.ModeIDOnly, "seed": ""} {
+		got, err := service.ParseMode(in)
+		if got != want || (err != nil) != (want == "") || (err != nil && !errors.Is(err, service.ErrMode)) {
+			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

@@ -122,7 +122,16 @@ const (
 	// CodeNotEnrolled answers a proof for an operator key ID the service
 	// holds no identity for, when the question does not enrol one.
 	CodeNotEnrolled = "not_enrolled"
+	// CodeUnsupported answers a call the service's Mode does not offer.
+	CodeUnsupported = "unsupported"
 	CodeInternal    = "internal"
+)
+
+// Messages of the answers that name a Mode's limits.
+const (
+	MessageNoKey          = "no key has this ID"
+	MessageDeleteByIDOnly = "this service deletes by ID only (mode id-only): a delete names no tag"
+	MessageNoChallenge    = "this service identifies itself by its deployment ID only (mode id-only): it answers no challenge"
 )
 
 // Limits of what the service accepts.

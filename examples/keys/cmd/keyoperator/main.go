@@ -33,6 +33,7 @@ import (
 
 	"github.com/finale-dev/finale/examples/keys/api/v1alpha1"
 	"github.com/finale-dev/finale/examples/keys/controller"
+	"github.com/finale-dev/finale/examples/keys/service"
 	"github.com/finale-dev/finale/ledger"
 )
 
@@ -74,11 +75,13 @@ func parse(args []string) (*settings, error) {
 	fs.DurationVar(&s.opts.SweepInterval, "sweep-interval", 0, "time between sweep passes; 0 is sweep's default (1m)")
 	fs.DurationVar(&s.opts.SweepClockSkew, "sweep-clock-skew", 0, "clock difference tolerated between replicas; 0 is sweep's default (1m)")
 	fs.IntVar(&s.opts.Workers, "workers", 0, "concurrent APIKey reconciles; 0 is lifecycle's default")
+	mode := fs.String("service-mode", string(service.ModeChallenge), "API shape of the key services: "+string(service.ModeChallenge)+", or "+string(service.ModeIDOnly)+" (the G2 seed's shape: the sweeper never acts and a copy of a service is taken for it; see examples/keys/README.md)")
 	fs.IntVar(&s.verbosity, "v", 0, "log verbosity")
 	if kc := flag.CommandLine.Lookup("kubeconfig"); kc != nil {
 		fs.Var(kc.Value, kc.Name, kc.Usage)
 	}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errFlags, err)
 	}
 	if fs.NArg() > 0 {
@@ -91,6 +94,9 @@ func parse(args []string) (*settings, error) {
 		return nil, fmt.Errorf("%w: no namespace for cleanup records: set $%s or --records-namespace", errFlags, ledger.NamespaceEnv)
 	}
 	s.opts.RecordsNamespace = s.recordsNS
+	if s.opts.ServiceMode, err = service.ParseMode(*mode); err != nil {
+		return nil, fmt.Errorf("%w: --service-mode: %w", errFlags, err)
+	}
 	return s, nil
 }
 

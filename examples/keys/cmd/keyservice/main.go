@@ -4,6 +4,9 @@
 //	KEYSERVICE_TOKEN=$(head -c 24 /dev/urandom | base64) \
 //	  go run ./examples/keys/cmd/keyservice -listen 127.0.0.1:8080 -dir /tmp/keys
 //
+// -mode id-only serves the G2 seed's shape (service.ModeIDOnly): no
+// challenge, deletes by ID only.
+//
 // It prints the URL it serves once it listens, and stops on SIGINT or
 // SIGTERM. The bearer token comes from $KEYSERVICE_TOKEN or -token-file.
 //
@@ -46,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	dir := fs.String("dir", "", "data `directory`: deployment ID and keys (required; a new one is a new deployment)")
 	ids := fs.String("identity-dir", "", "`directory` of enrolled identities; empty is -dir")
 	tokenFile := fs.String("token-file", "", "`file` holding the bearer token; empty reads $"+TokenEnv)
+	mode := fs.String("mode", string(service.ModeChallenge), "API `shape`: "+string(service.ModeChallenge)+" (proves its deployment by a challenge, deletes by tag) or "+string(service.ModeIDOnly)+" (the G2 seed's shape: deployment ID only, delete by ID)")
 	list := fs.Bool("list", false, "print every key in -dir (one \"ID TAG\" line each) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,11 +82,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 	if token == "" {
 		return errors.New("no bearer token: set $" + TokenEnv + " or -token-file")
 	}
-	srv, err := service.Start(*listen, service.Options{Token: token, Dir: *dir, IdentityDir: *ids})
+	srv, err := service.Start(*listen, service.Options{Token: token, Dir: *dir, IdentityDir: *ids, Mode: service.Mode(*mode)})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "serving %s (deployment %s)\n", srv.URL, srv.Deployment())
+	fmt.Fprintf(out, "serving %s (deployment %s, mode %s)\n", srv.URL, srv.Deployment(), srv.Mode())
 	<-ctx.Done()
 	return srv.Close()
 }

@@ -68,6 +68,7 @@ func TestRunRefuses(t *testing.T) {
 		"not loopback": {args: []string{"-listen", "0.0.0.0:0", "-dir", dir}, getenv: env, says: "loopback only"},
 		"no token":     {args: []string{"-listen", "127.0.0.1:0", "-dir", dir}, getenv: func(string) string { return "" }, says: "no bearer token"},
 		"no dir":       {args: []string{"-listen", "127.0.0.1:0"}, getenv: env, says: "Dir is required"},
+		"unknown mode": {args: []string{"-listen", "127.0.0.1:0", "-dir", dir, "-mode", "seed"}, getenv: env, says: "unknown mode"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := run(t.Context(), tc.args, tc.getenv, io.Discard)
