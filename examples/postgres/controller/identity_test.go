@@ -36,7 +36,10 @@ func TestServerIdentityFailureIsNotAPassword(t *testing.T) {
 		make func(ns string)
 		want string
 	}{
-		{"unknown CA, system roots", func(ns string) { w.serverOn(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull) },
+		{"unknown CA, system roots", func(ns string) {
+			w.serverOn(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull)
+			w.editServer(ns, "pg", func(s *v1alpha1.Server) { s.Spec.TrustSystemRoots = true })
+		},
 			fmt.Sprintf(controller.MessageIdentityFailed, pg.Host, pg.Port, "the operator's system roots")},
 		{"another CA pinned", func(ns string) { w.serverOnTLS(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull, other) },
 			fmt.Sprintf(controller.MessageIdentityFailed, pg.Host, pg.Port, `the CA in credential Secret "pg-admin" key "ca.crt"`)},
