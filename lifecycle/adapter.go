@@ -99,14 +99,17 @@ type ParentConnector[K comparable] interface {
 // Authentication); "" when nothing does. A proof cannot tell a copy from
 // the deployment: the copy holds the same sentinel. An adapter without it
 // has no authenticated connection, and the sweeper keeps every record of
-// its kind whose owner went without its delete (sweep.Unverified).
+// its kind whose owner went without its delete (sweep.Unverified); Setup
+// refuses such an adapter unless its Kind says so
+// (Kind.UnauthenticatedNeverSwept).
 type Authenticator[K comparable] interface {
 	Authentication(key K) string
 }
 
 // AdapterFuncs adapts functions to Adapter. It implements Declarer too:
 // with DeclareIDFn nil it declares nothing. It implements ParentConnector
-// when ConnectParentFn is set (SweepTargets and Setup check that it is).
+// when ConnectParentFn is set (SweepTargets and Setup check that it is),
+// and Authenticator when AuthenticationFn is set.
 type AdapterFuncs[O client.Object, K comparable, C any] struct {
 	ConnectFn       func(ctx context.Context, obj O) (Connection[K], error)
 	ProveFn         func(ctx context.Context, c C, q ledger.Question) (ledger.Answer, error)
@@ -116,6 +119,10 @@ type AdapterFuncs[O client.Object, K comparable, C any] struct {
 	DeleteFn        func(ctx context.Context, c C, id, tag string) error
 	DeclareIDFn     func(obj O, tag string) (string, bool)
 	ConnectParentFn func(ctx context.Context, parent client.Object) (K, error)
+	// AuthenticationFn is Authenticator's Authentication; nil is no
+	// Authenticator at all (Setup then asks for
+	// Kind.UnauthenticatedNeverSwept).
+	AuthenticationFn func(key K) string
 }
 
 // errNoConnectParent is what ConnectParent of AdapterFuncs without
@@ -134,6 +141,29 @@ func (f AdapterFuncs[O, K, C]) ConnectParent(ctx context.Context, parent client.
 
 // connectsParent reports whether ConnectParent has a function to call.
 func (f AdapterFuncs[O, K, C]) connectsParent() bool { return f.ConnectParentFn != nil }
+
+// Authentication calls AuthenticationFn; "" (nothing authenticates the
+// connection) when it is nil.
+func (f AdapterFuncs[O, K, C]) Authentication(key K) string {
+	if f.AuthenticationFn == nil {
+		return ""
+	}
+	return f.AuthenticationFn(key)
+}
+
+// authenticates reports whether Authentication has a function to call.
+func (f AdapterFuncs[O, K, C]) authenticates() bool { return f.AuthenticationFn != nil }
+
+// authenticator reports whether a says what authenticates its
+// connections: it implements Authenticator, and AdapterFuncs with a
+// function to call.
+func authenticator[K comparable](a any) bool {
+	_, ok := a.(Authenticator[K])
+	if f, optional := a.(interface{ authenticates() bool }); optional && !f.authenticates() {
+		return false
+	}
+	return ok
+}
 
 // parentConnector returns a's ParentConnector, if it has a working one.
 func parentConnector[K comparable](a any) (ParentConnector[K], bool) {

@@ -57,6 +57,9 @@
 // wakes the dependents of every parent naming it). SweepTargets gives the
 // sweeper the connections a record of this kind may be swept through; the
 // sweeper uses only those the adapter's Authenticator calls authenticated.
+// Setup refuses a kind with records whose adapter is no Authenticator
+// unless Kind.UnauthenticatedNeverSwept says, by its name, what the kind
+// then gets: leftovers kept and reported, never swept.
 //
 // # What it guarantees
 //

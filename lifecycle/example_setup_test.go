@@ -99,6 +99,11 @@ func ExampleSetup() {
 		ConnectParentFn: func(_ context.Context, p client.Object) (string, error) {
 			return p.(*corev1.ConfigMap).Data["endpoint"], nil
 		},
+		// What makes sure a client reaches the service itself and not a copy
+		// in its place: here the service is in this process, so nothing can
+		// stand in the path. A networked service names its TLS check; Setup
+		// refuses an adapter that says nothing (the sweeper could never act).
+		AuthenticationFn: func(string) string { return "in-process: no network path" },
 		// The service proves its deployment from inside (ledger.Respond),
 		// with a token enrolled by the first proof.
 		ProveFn: func(_ context.Context, s *service, q ledger.Question) (ledger.Answer, error) {

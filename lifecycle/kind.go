@@ -60,6 +60,16 @@ type Kind[O, P client.Object, K comparable, C any] struct {
 	Options Options
 	// Controller tunes the kind's controller (SetupWithManager).
 	Controller SetupOptions
+	// UnauthenticatedNeverSwept accepts an Adapter that does not implement
+	// Authenticator (with AdapterFuncs: AuthenticationFn nil) for a kind
+	// with cleanup records. The sweeper acts only through a connection
+	// that authenticates the service, so with such an adapter every record
+	// whose owner goes without its delete (a finalizer removed by hand, a
+	// namespace force-cleaned, a hold that timed out) is kept and reported
+	// (sweep.Unverified) for ever, and its external resource stays until
+	// an admin removes it by hand. Setup refuses such an adapter unless
+	// this is set, so that nobody gets that by leaving a method out.
+	UnauthenticatedNeverSwept bool
 
 	// The fields below are shared by every kind of one Setup call: set
 	// them on the first kind only.

@@ -45,7 +45,8 @@ func offlineManager(t *testing.T) ctrl.Manager {
 // widgetAdapter is a complete adapter that is never called.
 func widgetAdapter() lifecycle.AdapterFuncs[*Widget, string, *Conn] {
 	return lifecycle.AdapterFuncs[*Widget, string, *Conn]{
-		ConnectParentFn: func(context.Context, client.Object) (string, error) { return "k", nil },
+		ConnectParentFn:  func(context.Context, client.Object) (string, error) { return "k", nil },
+		AuthenticationFn: func(string) string { return "in memory: no network path" },
 	}
 }
 
@@ -87,8 +88,15 @@ func TestSetupRejectsBadConfiguration(t *testing.T) {
 		"no parent name": {kind: with(func(k *widgetKind) { k.ParentName = nil }), wantErr: "ParentName is required with a hold"},
 		"no secret name": {kind: with(func(k *widgetKind) { k.SecretName = nil }), wantErr: "SecretName is required with a hold"},
 		"adapter cannot connect from a parent": {kind: with(func(k *widgetKind) {
-			k.Adapter = lifecycle.AdapterFuncs[*Widget, string, *Conn]{}
+			k.Adapter = lifecycle.AdapterFuncs[*Widget, string, *Conn]{AuthenticationFn: func(string) string { return "" }}
 		}), wantErr: "does not implement ParentConnector"},
+		"adapter says nothing of authentication": {kind: with(func(k *widgetKind) {
+			a := widgetAdapter()
+			a.AuthenticationFn = nil
+			k.Adapter = a
+		}), wantErr: "Kind[Widget].Adapter does not implement Authenticator"},
+		"never swept, yet authenticated": {kind: with(func(k *widgetKind) { k.UnauthenticatedNeverSwept = true }),
+			wantErr: "Kind[Widget].UnauthenticatedNeverSwept is set, but the Adapter implements Authenticator"},
 		"classifier differs from the given pool's": {kind: with(func(k *widgetKind) {
 			k.Dial, k.Pool, k.Classifier = nil, pool, other
 		}), wantErr: "Kind.Classifier differs"},
@@ -122,6 +130,41 @@ func TestSetupRejectsBadConfiguration(t *testing.T) {
 				t.Errorf("Setup = %v, want ErrConfig saying %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// An adapter that does not say what authenticates its connections gets a
+// sweeper that can never act for its kind: Setup refuses it, naming the
+// option, and accepts it only with Kind.UnauthenticatedNeverSwept set. A
+// kind without records (SkipLedger) has nothing to sweep and needs neither.
+func TestSetupUnauthenticatedAdapterNeedsItsOption(t *testing.T) {
+	unauthenticated := widgetAdapter()
+	unauthenticated.AuthenticationFn = nil
+	k := completeKind()
+	k.Adapter = unauthenticated
+	k.RecordsNamespace = "finale-system"
+	_, err := lifecycle.Setup(t.Context(), offlineManager(t), k)
+	if !errors.Is(err, lifecycle.ErrConfig) || !strings.Contains(err.Error(), "UnauthenticatedNeverSwept") {
+		t.Fatalf("Setup without an Authenticator = %v, want ErrConfig naming UnauthenticatedNeverSwept", err)
+	}
+
+	// With the option the configuration is accepted: what fails then is
+	// reaching the offline manager's API server (the operator key is read
+	// live), never the configuration. A short deadline bounds that.
+	k.UnauthenticatedNeverSwept = true
+	k.Controller.SkipNameValidation = true
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := lifecycle.Setup(ctx, offlineManager(t), k); errors.Is(err, lifecycle.ErrConfig) {
+		t.Fatalf("Setup with UnauthenticatedNeverSwept = %v, want the configuration accepted", err)
+	}
+
+	skip := completeKind()
+	skip.Adapter = unauthenticated
+	skip.Options.Skip = lifecycle.SkipLedger | lifecycle.SkipHold
+	skip.Controller.SkipNameValidation = true
+	if _, err := lifecycle.Setup(t.Context(), offlineManager(t), skip); err != nil {
+		t.Fatalf("Setup of a kind without records = %v, want no need for an Authenticator", err)
 	}
 }
 

@@ -24,7 +24,7 @@ func Example_wiring() {
 		// a stuck deletion evented and in CleanupBlocked. G2: a record before every create,
 		// the parent and its Secret held while Widgets need them, a sweeper for what escapes.
 		_, err := lifecycle.Setup(ctx, mgr, lifecycle.Kind[*Widget, *corev1.ConfigMap, string, *Conn]{
-			Adapter:    adapter, // the service's verbs (and ConnectParent, for the sweeper)
+			Adapter:    adapter, // the service's verbs (and ConnectParent, Authentication: the sweeper's)
 			Dial:       dial,
 			ParentName: func(w *Widget) string { return w.Spec.Parent },
 			SecretName: func(p *corev1.ConfigMap) string { return p.Data["secret"] },

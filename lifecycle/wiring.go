@@ -149,6 +149,14 @@ func (k Kind[O, P, K, C]) member(mgr ctrl.Manager, s *runtime.Scheme) (*member[P
 		}
 	}
 	m.connector, _ = parentConnector[K](k.Adapter)
+	if m.needs(SkipLedger) && !authenticator[K](k.Adapter) && !k.UnauthenticatedNeverSwept {
+		return nil, fmt.Errorf("%w: %s.Adapter does not implement Authenticator (Authentication; with AdapterFuncs, AuthenticationFn), so the sweeper could never use its connections "+
+			"and every record whose owner goes without its delete would be kept for ever: implement it, saying what authenticates the service, "+
+			"or set %s.UnauthenticatedNeverSwept to accept that such leftovers stay until an admin removes them", ErrConfig, where, where)
+	}
+	if k.UnauthenticatedNeverSwept && authenticator[K](k.Adapter) {
+		return nil, fmt.Errorf("%w: %s.UnauthenticatedNeverSwept is set, but the Adapter implements Authenticator: unset it", ErrConfig, where)
+	}
 	m.prove = k.Adapter.Prove
 	m.reconciler = func(w *wiring[P, K, C]) (built, error) {
 		o := k.Options

@@ -39,6 +39,7 @@ var (
 
 	pgOnce sync.Once
 	pg     *pgserver.Server
+	pgCA   []byte // PEM of the CA that issued pg's certificate
 	pgErr  error
 
 	tsOnce sync.Once
@@ -86,12 +87,36 @@ func ControlPlane(t testing.TB) *controlplane.ControlPlane {
 func Postgres(t testing.TB) *pgserver.Server {
 	t.Helper()
 	pgOnce.Do(func() {
-		pg, pgErr = pgserver.Start(context.Background(), pgserver.Options{Log: os.Stderr, Install: true})
+		// It serves TLS (clients may still connect without), with a
+		// certificate for the loopback names from a CA of the run's own, so
+		// that a Server at its defaults (verify-full, the CA in the
+		// credential Secret) works against it: PostgresCA.
+		ca, err := pgserver.NewCA()
+		if err != nil {
+			pgErr = err
+			return
+		}
+		cert, err := ca.Issue("127.0.0.1", "localhost")
+		if err != nil {
+			pgErr = err
+			return
+		}
+		pgCA = ca.CertPEM
+		pg, pgErr = pgserver.Start(context.Background(), pgserver.Options{Log: os.Stderr, Install: true, TLS: &cert})
 	})
 	if pgErr != nil {
 		t.Fatalf("start PostgreSQL: %v", pgErr)
 	}
 	return pg
+}
+
+// PostgresCA is the PEM certificate of the CA that issued Postgres's
+// server certificate (for 127.0.0.1 and localhost), starting it on first
+// use: what a credential Secret holds under ca.crt.
+func PostgresCA(t testing.TB) []byte {
+	t.Helper()
+	Postgres(t)
+	return pgCA
 }
 
 // Temporal returns the package's Temporal server, starting it on first use

@@ -7,6 +7,7 @@
 package pgcheck_test
 
 import (
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ func setup(t *testing.T) *check.Spec {
 	t.Setenv("PGPORT", strconv.Itoa(pg.Port))
 	t.Setenv("PGUSER", pgserver.AdminUser)
 	t.Setenv("PGPASSWORD", pg.Password)
+	t.Setenv("PGCA_BASE64", base64.StdEncoding.EncodeToString(testenv.PostgresCA(t)))
 	spec, err := check.Load("operator.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ type Key struct {
 	Database          string
 	SSLMode           v1alpha1.SSLMode
 	// Secret and its keys name the credentials (and the CA certificates,
-	// CAKey, "" for the system roots); SecretVersion is its
+	// CAKey, "" for the system roots: spec.trustSystemRoots); SecretVersion is its
 	// resourceVersion.
 	Secret, UsernameKey, PasswordKey, CAKey string
 	SecretVersion                           string
@@ -216,6 +216,11 @@ var ErrCredentials = errors.New("credential Secret incomplete")
 // certificate.
 var ErrCA = errors.New("credential Secret holds no CA certificate")
 
+// ErrCAMissing is wrapped (with ErrCA) when the credential Secret has no
+// CA key at all, while the sslMode must verify the server's certificate:
+// the default Server, whose Secret does not hold its CA yet.
+var ErrCAMissing = fmt.Errorf("%w: no such key", ErrCA)
+
 // NewPool returns the pool: dial reads the credential Secret through r (use
 // an uncached reader, so a dial sees the Secret as it is now).
 func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
@@ -363,6 +368,9 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 	}
 	if k.CAKey != "" && (k.SSLMode == v1alpha1.SSLModeVerifyCA || k.SSLMode == v1alpha1.SSLModeVerifyFull) {
 		roots := x509.NewCertPool()
+		if _, ok := s.Data[k.CAKey]; !ok {
+			return nil, fmt.Errorf("%w: Secret %s/%s key %q", ErrCAMissing, k.Namespace, k.Secret, k.CAKey)
+		}
 		if !roots.AppendCertsFromPEM(s.Data[k.CAKey]) {
 			return nil, fmt.Errorf("%w: Secret %s/%s key %q", ErrCA, k.Namespace, k.Secret, k.CAKey)
 		}

@@ -38,8 +38,9 @@
 //   - What the hold could not finish (its timeout passed) keeps its record;
 //     the sweeper drops it through the record's own Server or one an admin
 //     designated, if that Server proves the record's deployment and its
-//     connection authenticates the server (sslMode verify-full, with the
-//     CA in credentialsSecretRef.caKey or the system roots; or a host and
+//     connection authenticates the server (sslMode verify-full, the
+//     default, with the CA under credentialsSecretRef.caKey, ca.crt by
+//     default, or spec.trustSystemRoots; or a host and
 //     port in Options.SweepTrustedHosts, never a host alone). Through any other it deletes nothing and
 //     keeps the record (sweep.Unverified), and the Server's SweepVerified
 //     condition says why. The drop checks the tag, so the sweeper drops

@@ -31,17 +31,21 @@ func TestServerIdentityFailureIsNotAPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := start(t, controller.Options{})
+	plain := ownServer(t) // serves no TLS (the package's PostgreSQL does)
 	cases := []struct {
 		name string
 		make func(ns string)
 		want string
 	}{
-		{"unknown CA, system roots", func(ns string) { w.serverOn(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull) },
+		{"unknown CA, system roots", func(ns string) {
+			w.serverOn(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull)
+			w.editServer(ns, "pg", func(s *v1alpha1.Server) { s.Spec.TrustSystemRoots = true })
+		},
 			fmt.Sprintf(controller.MessageIdentityFailed, pg.Host, pg.Port, "the operator's system roots")},
 		{"another CA pinned", func(ns string) { w.serverOnTLS(ns, "pg", pg, pg.Addr(), v1alpha1.SSLModeVerifyFull, other) },
 			fmt.Sprintf(controller.MessageIdentityFailed, pg.Host, pg.Port, `the CA in credential Secret "pg-admin" key "ca.crt"`)},
-		{"PostgreSQL without TLS, require", func(ns string) { w.serverOn(ns, "pg", w.pg, w.pg.Addr(), v1alpha1.SSLModeRequire) },
-			fmt.Sprintf(controller.MessageIdentityFailed, w.pg.Host, w.pg.Port, "the operator's system roots")},
+		{"PostgreSQL without TLS, require", func(ns string) { w.serverOn(ns, "pg", plain, plain.Addr(), v1alpha1.SSLModeRequire) },
+			fmt.Sprintf(controller.MessageIdentityFailed, plain.Host, plain.Port, "the operator's system roots")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

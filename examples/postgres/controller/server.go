@@ -58,6 +58,14 @@ const (
 	MessageSecretIncomplete = "credential Secret %q lacks a non-empty %q or %q key: add them"
 	ReasonCAInvalid         = "CACertificateInvalid"
 	MessageCAInvalid        = "credential Secret %q holds no PEM certificate under key %q (credentialsSecretRef.caKey): put the CA certificates the server's certificate chains to there"
+	// ReasonCAMissing: a Server that must verify the server's certificate
+	// (verify-ca, verify-full: the default) has no CA to verify it
+	// against. It is not used at all rather than used with a weaker check.
+	ReasonCAMissing = "CACertificateMissing"
+	// MessageCAMissing: the sslMode, the Secret, the key.
+	MessageCAMissing = "sslMode %s verifies the server's certificate, but credential Secret %q has no key %q (credentialsSecretRef.caKey, ca.crt by default): " +
+		"put the PEM certificate of the CA that issued the server's certificate there, name the key that holds it in credentialsSecretRef.caKey, " +
+		"or set spec.trustSystemRoots for a certificate a public CA issued. The Server is not used until then"
 	ReasonSecretUnreadable  = "CredentialSecretUnreadable"
 	MessageSecretUnreadable = "the operator cannot read credential Secret %q (%s error); retrying. The cause is in the operator's log"
 )
@@ -68,6 +76,9 @@ const (
 func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 	if errors.Is(err, ErrCredentials) {
 		return ReasonSecretIncomplete, fmt.Sprintf(MessageSecretIncomplete, k.Secret, k.UsernameKey, k.PasswordKey)
+	}
+	if errors.Is(err, ErrCAMissing) {
+		return ReasonCAMissing, fmt.Sprintf(MessageCAMissing, k.SSLMode, k.Secret, k.CAKey)
 	}
 	if errors.Is(err, ErrCA) {
 		return ReasonCAInvalid, fmt.Sprintf(MessageCAInvalid, k.Secret, k.CAKey)
@@ -83,7 +94,8 @@ func failure(err error, class errclass.Class, k Key) (reason, msg string) {
 		return ReasonConnectFailed, fmt.Sprintf(MessageAuthFailed, k.Secret)
 	case errclass.Identity:
 		against := identitySystemRoots
-		if k.CAKey != "" {
+		if k.CAKey != "" && (k.SSLMode == v1alpha1.SSLModeVerifyCA || k.SSLMode == v1alpha1.SSLModeVerifyFull) {
+			// Only these modes read the CA key (every Key has one by default).
 			against = fmt.Sprintf(identityCASecret, k.Secret, k.CAKey)
 		}
 		return ReasonConnectFailed, fmt.Sprintf(MessageIdentityFailed, k.Host, k.Port, against)
@@ -107,7 +119,7 @@ const (
 	MessageSweepUnverified = "sslMode %s does not authenticate the server: a proxy in the path could put a copy of the deployment in its place, " +
 		"and the copy would answer every proof as the deployment does. The sweeper therefore deletes nothing and removes no cleanup record through this Server " +
 		"(they stay, reported as CleanupRecordUnverified), and deletes of Roles and Databases through it trust the network path. " +
-		"Use sslMode verify-full (with credentialsSecretRef.caKey for a private CA)"
+		"Use sslMode verify-full (the default) with the server's CA in the credential Secret under credentialsSecretRef.caKey (ca.crt by default)"
 )
 
 // ServerRecheck is how often a connected Server's identity is read again.
@@ -182,7 +194,15 @@ func (s servers) key(ctx context.Context, srv *v1alpha1.Server) (Key, error) {
 	}
 	k.Port = orDefault(k.Port, 5432)
 	k.Database = orDefault(k.Database, "postgres")
-	k.SSLMode = orDefault(k.SSLMode, v1alpha1.SSLModeRequire)
+	// The API server fills these defaults in; they are repeated here for
+	// a Server read from a store that predates them (or a client that
+	// bypasses the CRD's defaulting): the default must be the same either
+	// way, and it is the one that authenticates the server.
+	k.SSLMode = orDefault(k.SSLMode, v1alpha1.SSLModeVerifyFull)
+	k.CAKey = orDefault(k.CAKey, v1alpha1.DefaultCAKey)
+	if srv.Spec.TrustSystemRoots {
+		k.CAKey = "" // the Key's spelling of the system roots
+	}
 	k.UsernameKey = orDefault(k.UsernameKey, v1alpha1.DefaultUsernameKey)
 	k.PasswordKey = orDefault(k.PasswordKey, v1alpha1.DefaultPasswordKey)
 	if !s.policy.Allows(k.Host) {

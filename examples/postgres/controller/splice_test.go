@@ -205,14 +205,8 @@ func (w *world) serverOnTLS(ns, name string, pg *pgserver.Server, addr string, s
 	if err := w.c.Update(w.t.Context(), sec); err != nil {
 		w.t.Fatal(err)
 	}
-	srv := &v1alpha1.Server{}
-	if err := w.c.Get(w.t.Context(), client.ObjectKey{Namespace: ns, Name: name}, srv); err != nil {
-		w.t.Fatal(err)
-	}
-	srv.Spec.CredentialsSecretRef.CAKey = "ca.crt"
-	if err := w.c.Update(w.t.Context(), srv); err != nil {
-		w.t.Fatal(err)
-	}
+	// The operator writes the Server's status meanwhile: retry conflicts.
+	w.editServer(ns, name, func(srv *v1alpha1.Server) { srv.Spec.CredentialsSecretRef.CAKey = "ca.crt" })
 }
 
 // With a connection that authenticates the server (sslMode verify-full

@@ -53,7 +53,7 @@ func demo(ctx context.Context, out io.Writer, keep bool) error {
 		return err
 	}
 
-	if err := runStory(ctx, out, cp, pg); err != nil {
+	if err := runStory(ctx, out, cp, pg, st.ca); err != nil {
 		return err
 	}
 	if keep {
@@ -76,6 +76,7 @@ func rss(pid int) string {
 type stack struct {
 	cp               *controlplane.ControlPlane
 	pg               *pgserver.Server
+	ca               []byte // PEM of the CA that issued pg's certificate
 	cpReady, pgReady time.Duration
 	out              io.Writer
 }
@@ -91,9 +92,22 @@ func startStack(ctx context.Context, out io.Writer) (*stack, error) {
 		return nil, err
 	}
 	st.cp, st.cpReady = cp, time.Since(t0)
-	fmt.Fprintln(out, "-- starting PostgreSQL")
+	fmt.Fprintln(out, "-- starting PostgreSQL (TLS: a CA of the run's own, a certificate for 127.0.0.1 and localhost)")
 	t0 = time.Now()
-	if st.pg, err = pgserver.Start(ctx, pgserver.Options{Log: out}); err != nil {
+	// PostgreSQL serves TLS so that the demo's Server runs at its default,
+	// verify-full: the one setting the sweeper acts through.
+	ca, err := pgserver.NewCA()
+	if err != nil {
+		st.stop()
+		return nil, err
+	}
+	cert, err := ca.Issue("127.0.0.1", "localhost")
+	if err != nil {
+		st.stop()
+		return nil, err
+	}
+	st.ca = ca.CertPEM
+	if st.pg, err = pgserver.Start(ctx, pgserver.Options{Log: out, TLS: &cert}); err != nil {
 		st.stop()
 		return nil, err
 	}

@@ -16,6 +16,8 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		"evicted by the pool's policy",
 		"terminating and held (hold.finale.dev/hold)",
+		"by default, verifies the certificate",
+		"the role dropped through the Role's own Server (verify-full)",
 		"0 leaked",
 		"every guarantee held",
 	} {

@@ -30,6 +30,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
+	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios"
 	"github.com/finale-dev/finale/scenarios/internal/operator"
@@ -45,6 +46,12 @@ const (
 	// callTimeout is what turns a frozen connection into a Transport error
 	// (and an eviction) quickly enough to watch.
 	callTimeout = 2 * time.Second
+	// The sweeper's settle window, shortened so that the demo's leaked
+	// role is swept within seconds rather than the default 6 minutes
+	// (--sweep-settle 5m plus --sweep-clock-skew 1m). These are the
+	// operator's documented flags, --sweep-settle=5s --sweep-clock-skew=1s
+	// --sweep-interval=1s, not a demo-only code path; the demo says so.
+	sweepSettle, sweepClockSkew, sweepInterval = 5 * time.Second, time.Second, time.Second
 )
 
 // step is one row of the closing table.
@@ -62,6 +69,7 @@ type story struct {
 	out    io.Writer
 	cp     *controlplane.ControlPlane
 	pg     *pgserver.Server
+	ca     []byte // the PEM certificate of the CA that issued pg's
 	proxy  *faultinject.Proxy
 	c      client.Client
 	db     *pgx.Conn
@@ -70,7 +78,7 @@ type story struct {
 	uids   map[string]bool // of every object the demo created
 }
 
-func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane, pg *pgserver.Server) error {
+func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane, pg *pgserver.Server, ca []byte) error {
 	// The operator's own log goes to a file: the faults make it log errors
 	// on purpose, and the narration says what matters.
 	logFile := filepath.Join(cp.Dir(), "operator.log")
@@ -82,7 +90,7 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	ctrllog.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(lf, prefix, args) }, funcr.Options{}))
 	fmt.Fprintf(out, "operator log:  %s\n", logFile)
 
-	s := &story{out: out, cp: cp, pg: pg, scheme: runtime.NewScheme(), uids: map[string]bool{}}
+	s := &story{out: out, cp: cp, pg: pg, ca: ca, scheme: runtime.NewScheme(), uids: map[string]bool{}}
 	utilruntime.Must(clientgoscheme.AddToScheme(s.scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(s.scheme))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s.scheme))
@@ -130,6 +138,13 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	if err != nil {
 		return err
 	}
+	stop, err = s.finalizerRemovedByHand(ctx, stop)
+	if stop == nil {
+		stop = func() {}
+	}
+	if err != nil {
+		return err
+	}
 	if err := s.run(ctx, s.deleteNamespace); err != nil {
 		return err
 	}
@@ -152,7 +167,8 @@ func (s *story) say(format string, args ...any) { fmt.Fprintf(s.out, format+"\n"
 func (s *story) startOperator(ctx context.Context, script *faultinject.Script) (func(), error) {
 	r, err := operator.Start(ctx, operator.Options{
 		Config: s.cp.Config, Scheme: s.scheme, Script: script,
-		Operator: controller.Options{RecordsNamespace: recordsNamespace, CallTimeout: callTimeout},
+		Operator: controller.Options{RecordsNamespace: recordsNamespace, CallTimeout: callTimeout,
+			SweepSettle: sweepSettle, SweepClockSkew: sweepClockSkew, SweepInterval: sweepInterval},
 	})
 	if err != nil {
 		return nil, err
@@ -172,12 +188,15 @@ func (s *story) createAll(ctx context.Context) (step, error) {
 	objs := []client.Object{
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "pg-admin"},
-			StringData: map[string]string{"username": pgserver.AdminUser, "password": s.pg.Password},
+			// The server's CA beside the login, under the key a Server
+			// reads by default: the Server below is all defaults, so it
+			// verifies the server (verify-full) and the sweeper may use it.
+			StringData: map[string]string{"username": pgserver.AdminUser, "password": s.pg.Password, v1alpha1.DefaultCAKey: string(s.ca)},
 		},
 		&v1alpha1.Server{
 			ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: "pg"},
 			Spec: v1alpha1.ServerSpec{
-				Host: host, Port: int32(p), SSLMode: v1alpha1.SSLModeDisable,
+				Host: host, Port: int32(p),
 				CredentialsSecretRef: v1alpha1.CredentialsSecretReference{Name: "pg-admin"},
 			},
 		},
@@ -194,7 +213,7 @@ func (s *story) createAll(ctx context.Context) (step, error) {
 			},
 		})
 	}
-	s.say("proxy %s -> PostgreSQL %s; the Server points at the proxy", s.proxy.Addr(), s.pg.Addr())
+	s.say("proxy %s -> PostgreSQL %s (TLS, a certificate for 127.0.0.1 from the demo's CA); the Server points at the proxy and, by default, verifies the certificate", s.proxy.Addr(), s.pg.Addr())
 	for _, o := range objs {
 		if err := s.create(ctx, o); err != nil {
 			return st, err
@@ -296,8 +315,83 @@ func (s *story) crashDuringCreates(ctx context.Context) (func(), error) {
 	return stop, nil
 }
 
+// finalizerRemovedByHand stops the operator (stop), deletes a Role and
+// removes its finalizer by hand, as an admin forcing a deletion would, so
+// its role and its cleanup record outlive it; restarted, the operator's
+// sweeper drops the role through the record's own Server, which verifies
+// the server's certificate (the Server's default), and removes the record.
+// It returns the restarted operator's stop.
+func (s *story) finalizerRemovedByHand(ctx context.Context, stop func()) (func(), error) {
+	st := step{name: "4. remove a Role's finalizer by hand while the operator is down"}
+	s.say("\n== %s", st.name)
+	t0 := time.Now()
+	stop()
+	r := &v1alpha1.Role{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: demoNamespace, Name: "app-00"}, r); err != nil {
+		return nil, err
+	}
+	if err := s.c.Delete(ctx, r); err != nil {
+		return nil, err
+	}
+	// Read again: the delete changed its resourceVersion.
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+		return nil, err
+	}
+	r.SetFinalizers(nil)
+	if err := s.c.Update(ctx, r); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	if err := controlplane.WaitGone(ctx, s.c, r, stepTimeout); err != nil {
+		return nil, err
+	}
+	if !s.roleExists(ctx, r.Spec.RoleName) {
+		return nil, fmt.Errorf("role %s went with its finalizer; the step shows nothing", r.Spec.RoleName)
+	}
+	s.say("Role app-00 deleted with its finalizer removed by hand: role %s is still in PostgreSQL, its cleanup record in %s", r.Spec.RoleName, recordsNamespace)
+	s.say("restarting the operator; its sweeper settles %s (--sweep-settle=%s --sweep-clock-skew=%s; the defaults are 5m and 1m, shortened so that the demo is short)",
+		sweepSettle+sweepClockSkew, sweepSettle, sweepClockSkew)
+	stop, err := s.startOperator(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	err = controlplane.WaitFor(ctx, stepTimeout, "the sweeper to drop role "+r.Spec.RoleName, func(ctx context.Context) (bool, error) {
+		var cm corev1.ConfigMap
+		err := s.c.Get(ctx, client.ObjectKey{Namespace: recordsNamespace, Name: ledger.ConfigMapName(r.UID)}, &cm)
+		if client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+		return err != nil && !s.roleExists(ctx, r.Spec.RoleName), nil
+	})
+	swept := err == nil
+	leaked, lerr := s.leaked(ctx)
+	if lerr != nil {
+		return stop, lerr
+	}
+	if swept {
+		s.say("swept %s after %s: the role dropped through the Role's own Server (verify-full), its record removed; leaked %d",
+			r.Spec.RoleName, time.Since(t0).Round(100*time.Millisecond), leaked)
+		st.deleted = 1
+	}
+	st.leaked = leaked
+	st.ok = swept && leaked == 0
+	if !swept {
+		st.note = "the leaked role was not swept"
+	}
+	st.took = time.Since(t0)
+	s.steps = append(s.steps, st)
+	return stop, nil
+}
+
+// roleExists reports whether PostgreSQL has the role (false on a failed
+// query: the caller waits again).
+func (s *story) roleExists(ctx context.Context, name string) bool {
+	var n int
+	err := s.db.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", name).Scan(&n)
+	return err == nil && n == 1
+}
+
 func (s *story) deleteNamespace(ctx context.Context) (step, error) {
-	st := step{name: "4. delete the Secret, the Server, then the namespace"}
+	st := step{name: "5. delete the Secret, the Server, then the namespace"}
 	s.say("\n== %s", st.name)
 	rolesBefore, dbsBefore, err := s.tagged(ctx)
 	if err != nil {

@@ -46,10 +46,11 @@
 // nobody asked to keep it; that is visible and recoverable, a wrong drop is
 // not.
 //
-// Server's sslMode defaults to require: traffic carries the operator's
-// credentials and role passwords, so it is encrypted unless someone writes
-// disable (sensible only on loopback). require does not verify the server's
-// certificate; production should use verify-full, the one mode that
-// authenticates the server, and the only one the sweeper acts through
-// (docs/threat-model.md).
+// Server's sslMode defaults to verify-full, with the CA under ca.crt in the
+// credential Secret: the default is the one mode that authenticates the
+// server, and so the one the sweeper acts through. A Server without a CA
+// there reads CACertificateMissing rather than falling back to anything
+// weaker. Any other sslMode is a choice written down, and the Server's
+// SweepVerified condition says from its first reconcile that its leftovers
+// will not be swept (docs/threat-model.md).
 package v1alpha1

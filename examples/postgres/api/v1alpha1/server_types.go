@@ -22,6 +22,7 @@ const (
 const (
 	DefaultUsernameKey = "username"
 	DefaultPasswordKey = "password"
+	DefaultCAKey       = "ca.crt"
 )
 
 // CredentialsSecretReference names the Secret, in the Server's namespace,
@@ -45,10 +46,16 @@ type CredentialsSecretReference struct {
 	PasswordKey string `json:"passwordKey,omitempty"`
 	// CAKey is the key, in the same Secret, of the PEM certificates of the
 	// CAs the server's certificate must chain to with sslMode verify-ca or
-	// verify-full (libpq's sslrootcert). Unset: the operator's system
-	// roots. Other sslModes check no certificate and ignore it. It lives
-	// with the credentials so that the hold keeps it while dependents
-	// still need to connect.
+	// verify-full (libpq's sslrootcert); ca.crt by default, as cert-manager
+	// and most Secrets holding a CA name it. A verify-ca or verify-full
+	// Server whose Secret lacks the key is not used, and its Ready
+	// condition says so (CACertificateMissing): never a silent fallback
+	// to another CA. Set spec.trustSystemRoots instead for a server whose
+	// certificate a public CA issued. Other sslModes check no certificate
+	// and ignore it. It lives with the credentials so that the hold keeps
+	// it while dependents still need to connect: a CA elsewhere could be
+	// deleted while they do.
+	// +kubebuilder:default=ca.crt
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
@@ -79,16 +86,28 @@ type ServerSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Database string `json:"database,omitempty"`
-	// SSLMode is libpq's sslmode. The default, require, encrypts but does not
-	// verify the server; use verify-full in production, disable only on
-	// loopback. Only verify-full authenticates the server (its certificate
-	// and host name, against credentialsSecretRef.caKey or the system
-	// roots): the sweeper deletes and removes cleanup records only through
-	// such a Server (condition SweepVerified), because through any other a
-	// copy of the deployment behind a proxy could answer in its place.
-	// +kubebuilder:default=require
+	// SSLMode is libpq's sslmode. The default, verify-full, authenticates
+	// the server: its certificate must chain to the CA in the credential
+	// Secret (credentialsSecretRef.caKey, ca.crt by default) and name
+	// spec.host. Only verify-full does: the sweeper deletes and removes
+	// cleanup records only through such a Server, because through any
+	// other a copy of the deployment behind a proxy could answer in its
+	// place. Any other sslMode still works for the Server's own Roles and
+	// Databases, but the Server's SweepVerified condition is False from
+	// its first reconcile: what escapes their deletion (a finalizer removed
+	// by hand, a namespace force-cleaned) is kept and reported, never
+	// swept, unless the administrator vouches for its host and port
+	// (--sweep-trusted-hosts).
+	// +kubebuilder:default=verify-full
 	// +optional
 	SSLMode SSLMode `json:"sslMode,omitempty"`
+	// TrustSystemRoots verifies the server's certificate (sslMode verify-ca
+	// or verify-full) against the operator's system roots instead of a CA
+	// in the credential Secret: for a server whose certificate a public CA
+	// issued. Every public CA can then vouch for spec.host. It ignores
+	// credentialsSecretRef.caKey.
+	// +optional
+	TrustSystemRoots bool `json:"trustSystemRoots,omitempty"`
 	// CredentialsSecretRef names the Secret with the operator's login.
 	CredentialsSecretRef CredentialsSecretReference `json:"credentialsSecretRef"`
 }
