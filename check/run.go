@@ -711,7 +711,7 @@ func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, a
 	}
 	if len(leaked) > 0 {
 		r.res.Leaked = leaked
-		r.violate(NoLeak, "%d external resource(s) left: %s", len(leaked), strings.Join(firstN(leaked, 5), "; "))
+		r.violate(NoLeak, "%d external resource(s) left %s after %s: %s", len(leaked), bound, after, strings.Join(firstN(leaked, 5), "; "))
 	}
 }
 
