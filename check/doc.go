@@ -38,8 +38,10 @@
 //     (or, from Go, a function) listing what exists in the external
 //     service. A run counts only identities that were not there when it
 //     began, so the probe may list everything the service holds;
-//   - timeouts: the bound every deletion must finish within, and the
-//     operator's own longest deletion timeout (timeouts.hold);
+//   - timeouts: the bound every deletion must finish within, the
+//     operator's own longest deletion timeout (timeouts.hold), and how
+//     long its sweeper takes to clean what escaped (timeouts.sweep: its
+//     settle window, clock skew and pass interval, and its start);
 //   - optionally, for owners with result-capture children (a Workflow and
 //     its Pods), results: the children's kind, a results probe (a command
 //     printing "child ID", "produced ID" and "persisted ID" lines, or a
@@ -77,6 +79,11 @@
 //     run, and restarted at once;
 //   - operator-down: the operator killed, the namespace deleted, the
 //     operator kept down past timeouts.hold, then started again;
+//   - escaped (with timeouts.sweep): the operator killed, the namespace
+//     deleted, every dependent's finalizers removed by hand once it is
+//     deleting, so that the dependents go without their cleanup; once
+//     they are gone, the operator started again: its sweeper (ledger and
+//     sweep) must clean what escaped within timeouts.sweep;
 //   - transport-freeze, transport-stall: the operator's established
 //     connections to the external service frozen (TCP: open and silent),
 //     or stalled (HTTP/2: PINGs answered, nothing else), new ones served;
@@ -106,7 +113,8 @@
 // every namespace it deleted was gone within timeouts.finish, no object
 // left Terminating (finished); the probe listed nothing of the run's
 // within the same bound (no-leak: a sweeper may finish after the
-// namespace went); the probe never listed more distinct resources than
+// namespace went; for escaped, within timeouts.sweep of the operator's
+// return); the probe never listed more distinct resources than
 // the objects make (no-duplicate). A broken run reports its seed, the
 // command that runs it alone (--seed N --only X --runs 1), the faults, the
 // objects left behind as kubectl would list them with their finalizers,
@@ -139,7 +147,8 @@
 // 8 to 25 seconds. Measured on 2 shared cores (docs/benchmarks.md): --quick (at most 2
 // dependents, one run per experiment, two kills per crash run: 11 runs, 5
 // kills) in 2.5 to 3 minutes, the default (3 runs of each crash experiment,
-// 3 kills each: 15 runs, 19 kills) in 3 to 3.5.
+// 3 kills each: 15 runs, 19 kills) in 3 to 3.5, before escaped (one run
+// more, about 25 seconds with the reference operator's sweeper settings).
 //
 // # Threat model
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +38,7 @@ const (
 	KillDuringCreates    = "kill-during-creates"
 	KillDuringDeletion   = "kill-during-deletion"
 	OperatorDown         = "operator-down"
+	Escaped              = "escaped"
 	TransportFreeze      = "transport-freeze"
 	TransportStall       = "transport-stall"
 	StaleAPIServer       = "stale-apiserver"
@@ -194,6 +196,22 @@ func Experiments() []*Experiment {
 				return ""
 			},
 			run: operatorDown,
+		},
+		{
+			Name:        Escaped,
+			Description: "the operator down; the namespace deleted and the dependents' finalizers removed by hand, so that they go without their cleanup; the operator back: its sweeper must clean what escaped within timeouts.sweep",
+			Fix:         "nothing cleans what escaped its owner's cleanup: ledger (a record of every external resource, outside the namespace) and sweep (records whose owner is gone swept within the settle window, through a connection proven to be the record's deployment)",
+			runs:        once, note: noNote,
+			skip: func(s *Spec) string {
+				switch {
+				case !s.hasProbe():
+					return reasonEscapedNoProbe
+				case s.Timeouts.Sweep.Duration == 0:
+					return reasonEscapedNoSweep
+				}
+				return ""
+			},
+			run: escaped,
 		},
 		{
 			Name:        TransportFreeze,
@@ -421,6 +439,58 @@ func operatorDown(ctx context.Context, r *run) error {
 	return nil
 }
 
+// Why escaped is skipped.
+const (
+	reasonEscapedNoSweep = "timeouts.sweep is not set: how long the operator's sweeper takes to clean what escaped (its settle window, clock skew and pass interval)"
+	reasonEscapedNoProbe = "the description has no probe: nothing would show what the sweeper left"
+)
+
+// escaped makes the dependents escape their cleanup as an admin does
+// with a namespace stuck Terminating while its operator is down: the
+// finalizers removed by hand. Only the operator's records, outside the
+// namespace, still say what they made; the sweeper must clean it within
+// timeouts.sweep of the operator's return.
+func escaped(ctx context.Context, r *run) error {
+	if err := r.setup(ctx); err != nil {
+		return err
+	}
+	r.kill()
+	t0 := time.Now()
+	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
+		return err
+	}
+	// The namespace controller marks them deleting first: the finalizers
+	// are removed from objects on their way out, as an admin finds them.
+	for _, d := range r.dependents {
+		r.waitDeletingOrGone(ctx, d)
+	}
+	removed, err := r.stripFinalizers(ctx, r.dependents)
+	if err != nil {
+		return err
+	}
+	kind := r.dependents[0].GetKind()
+	if len(removed) == 0 {
+		removed = []string{"none had any"}
+	}
+	r.fault("the finalizers of every %s removed by hand, the operator down: %s", kind, strings.Join(removed, "; "))
+	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), []string{r.ns}) {
+		r.leaks(ctx, t0, r.spec.finish(), afterDeletion, false)
+		r.duplicates()
+		return nil
+	}
+	r.event("every %s gone without its cleanup", kind)
+	if err := r.start(ctx); err != nil {
+		return err
+	}
+	back := time.Now()
+	r.waitNamespacesGone(ctx, back, r.ns)
+	// The window runs from the operator's return whether or not the
+	// namespace went: the owners the records name are gone already.
+	r.leaks(ctx, back, r.spec.Timeouts.Sweep.Duration, afterReturn, true)
+	r.duplicates()
+	return nil
+}
+
 // transport freezes (or stalls) the established connections of every
 // fault point, then deletes the namespace; the fault stays on.
 func (r *run) transport(ctx context.Context, stall bool) error {
@@ -479,7 +549,7 @@ func (r *run) deleteDependents(ctx context.Context) error {
 func (r *run) namespaceAfterDependents(ctx context.Context, t0 time.Time, also ...string) error {
 	kind := r.dependents[0].GetKind()
 	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), append([]string{r.ns}, also...)) {
-		r.leaks(ctx, t0, false)
+		r.leaks(ctx, t0, r.spec.finish(), afterDeletion, false)
 		r.duplicates()
 		return nil
 	}

@@ -71,8 +71,8 @@ type RunReport struct {
 	Verdict Verdict  `json:"verdict"`
 	Elapsed Duration `json:"elapsed"`
 	// Finish is how long the deletion took, from when it was asked (or,
-	// for operator-down, from the operator's return) to the last namespace
-	// gone; zero when it did not finish.
+	// for operator-down and escaped, from the operator's return) to the
+	// last namespace gone; zero when it did not finish.
 	Finish Duration `json:"finish,omitempty"`
 	// Expected is how many external resources the run's objects make;
 	// Seen how many distinct ones the probe listed during the run.

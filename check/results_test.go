@@ -96,7 +96,7 @@ func TestParseResultsSpec(t *testing.T) {
 			skipped = append(skipped, e.Name)
 		}
 	}
-	want := []string{OrderParentFirst, OrderSecretFirst, OperatorDown, TransportFreeze, TransportStall}
+	want := []string{OrderParentFirst, OrderSecretFirst, OperatorDown, Escaped, TransportFreeze, TransportStall}
 	if diff := cmp.Diff(want, skipped); diff != "" {
 		t.Errorf("experiments skipped (-want +got):\n%s", diff)
 	}

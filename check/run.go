@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -625,6 +626,20 @@ func (r *run) waitDeletingOrGone(ctx context.Context, o *unstructured.Unstructur
 // new, within timeouts.finish from since, and records the invariants:
 // finished, no-leak, no-duplicate.
 func (r *run) finish(ctx context.Context, since time.Time, namespaces ...string) {
+	finished := r.waitNamespacesGone(ctx, since, namespaces...)
+	r.leaks(ctx, since, r.spec.finish(), afterDeletion, finished)
+	r.duplicates()
+}
+
+// What a leak's bound is counted from, in its violation.
+const (
+	afterDeletion = "the deletion"
+	afterReturn   = "the operator's return (timeouts.sweep)"
+)
+
+// waitNamespacesGone waits until the namespaces are gone, within
+// timeouts.finish from since, and records the finished invariant.
+func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespaces ...string) bool {
 	what := "namespace(s) " + strings.Join(namespaces, ", ")
 	finished := r.waitEnd(ctx, since, what, func(ctx context.Context) (bool, error) {
 		for _, n := range namespaces {
@@ -639,8 +654,7 @@ func (r *run) finish(ctx context.Context, since time.Time, namespaces ...string)
 		r.res.Finish = Duration(time.Since(since))
 		r.event("%s gone (%s after the deletion)", what, r.res.Finish)
 	}
-	r.leaks(ctx, since, finished)
-	r.duplicates()
+	return finished
 }
 
 // waitEnd waits until done, within timeouts.finish from since; otherwise
@@ -666,10 +680,12 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 }
 
 // leaks records the no-leak invariant: the probe must list nothing of the
-// run's within timeouts.finish from since (a sweeper may finish after the
-// namespaces went); a run whose deletion did not finish gets one look.
-func (r *run) leaks(ctx context.Context, since time.Time, finished bool) {
-	wait := max(time.Until(since.Add(r.spec.finish())), 0)
+// run's within bound from since (timeouts.finish: a sweeper may finish
+// after the namespaces went; timeouts.sweep for escaped); a run whose
+// deletion did not finish gets one look. after names since in the
+// violation.
+func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, after string, finished bool) {
+	wait := max(time.Until(since.Add(bound)), 0)
 	if !finished {
 		wait = 0
 	}
@@ -695,7 +711,7 @@ func (r *run) leaks(ctx context.Context, since time.Time, finished bool) {
 	}
 	if len(leaked) > 0 {
 		r.res.Leaked = leaked
-		r.violate(NoLeak, "%d external resource(s) left: %s", len(leaked), strings.Join(firstN(leaked, 5), "; "))
+		r.violate(NoLeak, "%d external resource(s) left %s after %s: %s", len(leaked), bound, after, strings.Join(firstN(leaked, 5), "; "))
 	}
 }
 
@@ -796,4 +812,33 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// stripFinalizers removes every finalizer of each object, as an admin does
+// by hand (kubectl patch ... finalizers: null), and returns "Kind name
+// [finalizers]" for each object that had any. Each object is read first
+// so that what was removed is reported; an object already gone is
+// skipped.
+func (r *run) stripFinalizers(ctx context.Context, objs []*unstructured.Unstructured) ([]string, error) {
+	var removed []string
+	for _, o := range objs {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		if err := r.st.c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read %s %s before removing its finalizers: %w", o.GetKind(), o.GetName(), err)
+		}
+		fins := got.GetFinalizers()
+		if len(fins) == 0 {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		if err := r.st.c.Patch(ctx, got, patch); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("remove the finalizers of %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		removed = append(removed, fmt.Sprintf("%s %s %v", o.GetKind(), o.GetName(), fins))
+	}
+	return removed, nil
 }

@@ -318,6 +318,14 @@ type Timeouts struct {
 	// deletion. Required for that experiment; without it the experiment
 	// is skipped.
 	Hold metav1.Duration `json:"hold,omitempty"`
+	// Sweep is how long the operator's sweeper takes, once the operator
+	// runs and the owners are gone, to delete what escaped their cleanup
+	// (a finalizer removed by hand): its settle window (settle plus the
+	// clock skew it tolerates), its pass interval, and its start. The
+	// escaped experiment requires the external service clean this long
+	// after the operator's return. Required for that experiment; without
+	// it the experiment is skipped.
+	Sweep metav1.Duration `json:"sweep,omitempty"`
 }
 
 // Stale tunes the stale-apiserver experiment.
@@ -336,6 +344,9 @@ const (
 	DefaultLag          = time.Second
 	quickDependents     = 2
 )
+
+// msgSweepNoProbe refuses a sweep window with nothing to look through.
+const msgSweepNoProbe = "set without probe.command: escaped needs the probe to see what the sweeper left"
 
 // ErrSpec is wrapped by every error about a description.
 var ErrSpec = errors.New("check: invalid description")
@@ -578,11 +589,16 @@ func (s *Spec) Validate() error {
 	for field, d := range map[string]time.Duration{
 		"probe.interval": s.Probe.Interval.Duration, "timeouts.ready": s.Timeouts.Ready.Duration,
 		"timeouts.finish": s.Timeouts.Finish.Duration, "timeouts.hold": s.Timeouts.Hold.Duration,
-		"stale.lag": s.Stale.Lag.Duration,
+		"timeouts.sweep": s.Timeouts.Sweep.Duration, "stale.lag": s.Stale.Lag.Duration,
 	} {
 		if d < 0 {
 			bad(field, "negative")
 		}
+	}
+	if s.Timeouts.Sweep.Duration > 0 && !s.hasProbe() {
+		// Nothing would say whether the sweeper cleaned: a window set
+		// for an experiment that cannot run is a mistake to name.
+		bad("timeouts.sweep", msgSweepNoProbe)
 	}
 	if len(errs) == 0 {
 		errs = append(errs, s.checkTemplates()...)

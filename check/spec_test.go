@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -172,4 +173,73 @@ func TestLoadRefusesPaths(t *testing.T) {
 			}
 		})
 	}
+}
+
+// timeouts.sweep: read, validated at load with its field path, and what
+// escaped makes of it (skipped, with its reason, without it).
+func TestTimeoutsSweep(t *testing.T) {
+	type outcome struct {
+		Sweep  time.Duration
+		Skip   string   // escaped's skip reason
+		Errors []string // each line of the error, without ErrSpec's
+	}
+	const timeouts = "timeouts: {hold: 40s, finish: 1m}"
+	for name, tc := range map[string]struct {
+		base, from, to string
+		want           outcome
+	}{
+		"unset: escaped skipped": {base: validSpec, from: timeouts, to: timeouts,
+			want: outcome{Skip: reasonEscapedNoSweep}},
+		"set": {base: validSpec, from: timeouts, to: "timeouts: {hold: 40s, finish: 1m, sweep: 15s}",
+			want: outcome{Sweep: 15 * time.Second}},
+		"longer than finish": {base: validSpec, from: timeouts, to: "timeouts: {finish: 1m, sweep: 2m}",
+			want: outcome{Sweep: 2 * time.Minute}},
+		"negative": {base: validSpec, from: timeouts, to: "timeouts: {hold: 40s, sweep: -1s}",
+			want: outcome{Errors: []string{"timeouts.sweep: negative"}}},
+		"not a duration": {base: validSpec, from: timeouts, to: "timeouts: {sweep: fifteen}",
+			want: outcome{Errors: []string{`timeouts.sweep: "fifteen" is not a duration (want 40s, 2m, 1h30m)`}}},
+		"misspelt": {base: validSpec, from: timeouts, to: "timeouts: {swep: 15s}",
+			want: outcome{Errors: []string{`unknown field "timeouts.swep"`}}},
+		"no probe to look through": {base: resultsSpec, from: "results:", to: "timeouts: {sweep: 15s}\nresults:",
+			want: outcome{Errors: []string{"timeouts.sweep: " + msgSweepNoProbe}}},
+		"no probe, unset: escaped skipped": {base: resultsSpec, from: "results:", to: "results:",
+			want: outcome{Skip: reasonEscapedNoProbe}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(tc.base, tc.from) {
+				t.Fatalf("the case's text %q is not in the description", tc.from)
+			}
+			var got outcome
+			s, err := Parse([]byte(strings.Replace(tc.base, tc.from, tc.to, 1)), "/descr")
+			switch {
+			case err != nil && !errors.Is(err, ErrSpec):
+				t.Fatalf("Parse = %v, want ErrSpec", err)
+			case err != nil:
+				lines := strings.Split(err.Error(), "\n")
+				for _, l := range lines[1:] {
+					got.Errors = append(got.Errors, strings.TrimSpace(l))
+				}
+				if len(lines) == 1 { // a decoding error, on ErrSpec's line
+					got.Errors = []string{strings.TrimSpace(strings.TrimPrefix(lines[0], ErrSpec.Error()+":"))}
+				}
+			default:
+				got.Sweep = s.Timeouts.Sweep.Duration
+				got.Skip = escapedExperiment(t).skip(s)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("timeouts.sweep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func escapedExperiment(t *testing.T) *Experiment {
+	t.Helper()
+	for _, e := range Experiments() {
+		if e.Name == Escaped {
+			return e
+		}
+	}
+	t.Fatalf("no experiment %q", Escaped)
+	return nil
 }

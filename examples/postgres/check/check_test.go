@@ -3,7 +3,8 @@
 // external service and psql as the probe (operator.yaml, next to this
 // test): the guarded build holds every experiment, and the naive build
 // (--naive: no records, no hold, a pool that never evicts) breaks exactly
-// the experiments those guarantees are for.
+// the experiments those guarantees are for; with its sweeper alone off, it
+// breaks escaped.
 package pgcheck_test
 
 import (
@@ -91,6 +92,7 @@ func TestNaiveBuildBreaks(t *testing.T) {
 	for _, n := range []string{
 		check.OrderParentFirst, check.OrderSecretFirst, check.OrderForeground, // no hold, no record
 		check.OperatorDown,    // no hold, no record, no sweeper
+		check.Escaped,         // no record, no sweeper: what escaped stays
 		check.TransportFreeze, // no eviction
 	} {
 		want[n] = check.Broke
@@ -113,6 +115,51 @@ func TestNaiveBuildBreaks(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sweeperOff is the operator's flag that keeps its sweeper from ever
+// acting (a lab setting for this test alone): a settle window of ten
+// years, longer than any run, during which the sweeper leaves every
+// record alone. The hold and the records stay on. A flag given twice
+// takes its last value.
+const sweeperOff = "--sweep-settle=87600h"
+
+// A build whose sweeper never acts, the hold and the records on, breaks
+// escaped and nothing else: only the sweeper cleans what escaped its
+// owner's cleanup, and no other experiment needs it (the hold keeps the
+// Server while its Roles clean up themselves).
+func TestSweeperOffBreaksEscaped(t *testing.T) {
+	spec := setup(t)
+	spec.Operator.Command = append(spec.Operator.Command, sweeperOff)
+	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Seed: 1, Progress: testWriter{t}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := allHeld()
+	want[check.Escaped] = check.Broke
+	if diff := cmp.Diff(want, rep.Verdicts()); diff != "" {
+		t.Errorf("verdicts with the sweeper off (-want +got):\n%s", diff)
+	}
+	for _, e := range rep.Experiments {
+		if e.Name != check.Escaped {
+			continue
+		}
+		for _, r := range e.Runs {
+			if _, ok := violation(r, check.NoLeak); !ok {
+				t.Errorf("escaped run %d: no no-leak violation, want the escaped roles left: %v", r.Seed, r.Violations)
+			}
+		}
+	}
+}
+
+// violation returns the run's violation of inv.
+func violation(r check.RunReport, inv check.Invariant) (check.Violation, bool) {
+	for _, v := range r.Violations {
+		if v.Invariant == inv {
+			return v, true
+		}
+	}
+	return check.Violation{}, false
 }
 
 type testWriter struct{ t *testing.T }
