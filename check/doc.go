@@ -28,8 +28,8 @@
 //   - its CRDs (files or directories);
 //   - the world: a parent (connection) object, its credential Secret, and a
 //     template for N dependents ({{.Index}}); an operator without a
-//     connection object leaves the parent out (the experiments about it are
-//     skipped);
+//     connection object leaves the parent out, one without credentials the
+//     Secret (the experiments about what is left out are skipped);
 //   - fault points: the external service's addresses the operator dials.
 //     check puts a faultinject.Proxy in front of each and gives the
 //     operator the proxy's address through the templates ({{.Proxy "db"}});

@@ -78,6 +78,12 @@ func noParent(s *Spec) string {
 	}
 	return ""
 }
+func noSecret(s *Spec) string {
+	if !s.hasSecret() {
+		return "the description has no credential Secret (parent.secret)"
+	}
+	return ""
+}
 func noFaults(s *Spec) string {
 	if len(s.Faults) == 0 {
 		return "the description has no fault points (no external service)"
@@ -139,7 +145,7 @@ func Experiments() []*Experiment {
 			Name:        OrderSecretFirst,
 			Description: "the credential Secret deleted, then the namespace",
 			Fix:         "dependents left without credentials: hold (the Secret held with its parent), clientpool (credentials read per call, not captured at dial)",
-			runs:        once, skip: noParent, note: noNote,
+			runs:        once, skip: noSecret, note: noNote,
 			run: func(ctx context.Context, r *run) error {
 				return r.order(ctx, func(ctx context.Context) error {
 					if err := r.deleteObject(ctx, r.secret); err != nil {

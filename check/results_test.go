@@ -109,7 +109,7 @@ func TestParseResultsSpec(t *testing.T) {
 		"no complete":      {"  complete: {command: [./bin/kubelet, complete, '{{.Namespace}}']}\n", "", "results.complete.command: required"},
 		"bad stalled arg":  {"--workers=0", "'--workers={{.Nope}}'", "operator.stalled.args[0]"},
 		"bad hook":         {"run, '{{.Namespace}}'", "run, '{{.Nope}}'", "results.run.command[2]"},
-		"half a parent":    {"crds: [crds]", "crds: [crds]\nparent: {object: '{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}'}", "parent.secret: required with parent.object"},
+		"half a parent":    {"crds: [crds]", "crds: [crds]\nparent: {secret: '{apiVersion: v1, kind: Secret, metadata: {name: s}}'}", "parent.object: required with parent.secret"},
 		"negative":         {"kind: Pod}", "kind: Pod, perDependent: -1}", "results.children.perDependent: negative"},
 	} {
 		t.Run(name, func(t *testing.T) {

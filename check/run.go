@@ -432,23 +432,32 @@ func (r *run) checkAlive() {
 // create creates the Secret, the parent and the dependents.
 func (r *run) create(ctx context.Context) error {
 	created := "created"
-	if r.spec.hasParent() {
+	var parents []*unstructured.Unstructured
+	if r.spec.hasSecret() {
 		sec, err := r.manifests("parent.secret", r.spec.Parent.Secret, r.v)
 		if err != nil {
 			return err
 		}
+		r.secret = sec[0]
+		parents = append(parents, r.secret)
+	}
+	if r.spec.hasParent() {
 		par, err := r.manifests("parent.object", r.spec.Parent.Object, r.v)
 		if err != nil {
 			return err
 		}
-		r.secret, r.parent = sec[0], par[0]
-		for _, o := range []*unstructured.Unstructured{r.secret, r.parent} {
-			o.SetNamespace(r.ns)
-			if err := r.st.c.Create(ctx, o); err != nil {
-				return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
-			}
+		r.parent = par[0]
+		parents = append(parents, r.parent)
+	}
+	for _, o := range parents {
+		o.SetNamespace(r.ns)
+		if err := r.st.c.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
-		created = fmt.Sprintf("created %s %s, %s %s and", r.secret.GetKind(), r.secret.GetName(), r.parent.GetKind(), r.parent.GetName())
+		created += fmt.Sprintf(" %s %s,", o.GetKind(), o.GetName())
+	}
+	if len(parents) > 0 {
+		created = strings.TrimSuffix(created, ",") + " and"
 	}
 	n := r.dependentCount()
 	for i := range n {

@@ -177,8 +177,10 @@ type FaultPoint struct {
 // Parent is the connection object and its credential Secret, created in
 // the owner namespace in that order, before the dependents.
 type Parent struct {
-	// Secret is the credential Secret's manifest, templated.
-	Secret string `json:"secret"`
+	// Secret is the credential Secret's manifest, templated; optional, for
+	// a parent that needs no credentials (order-secret-first is then
+	// skipped).
+	Secret string `json:"secret,omitempty"`
 	// Object is the parent's manifest, templated.
 	Object string `json:"object"`
 	// External is how many external resources the parent itself makes
@@ -192,8 +194,10 @@ type Dependents struct {
 	Count int `json:"count"`
 	// Template is one dependent's manifest, templated with {{.Index}}.
 	Template string `json:"template"`
-	// External is how many external resources each makes; zero is 1.
-	External int `json:"external,omitempty"`
+	// External is how many external resources each makes: unset is 1,
+	// and 0 is a dependent that makes none (the probe counts only the
+	// parent's).
+	External *int `json:"external,omitempty"`
 	// ReadyCondition, when set, is a status condition type every dependent
 	// must have True (besides the probe's count) before a run deletes.
 	ReadyCondition string `json:"readyCondition,omitempty"`
@@ -551,10 +555,7 @@ func (s *Spec) Validate() error {
 			bad(field+".protocol", "%q: want %s or %s", f.Protocol, ProtocolTCP, ProtocolHTTP2)
 		}
 	}
-	switch {
-	case s.Parent.Secret == "" && s.Parent.Object != "":
-		bad("parent.secret", "required with parent.object: the credential Secret's manifest")
-	case s.Parent.Object == "" && s.Parent.Secret != "":
+	if s.Parent.Object == "" && s.Parent.Secret != "" {
 		bad("parent.object", "required with parent.secret: the parent (connection) object's manifest")
 	}
 	if s.Parent.External < 0 {
@@ -566,7 +567,7 @@ func (s *Spec) Validate() error {
 	if s.Dependents.Template == "" {
 		bad("dependents.template", "required: one dependent's manifest, with {{.Index}}")
 	}
-	if s.Dependents.External < 0 {
+	if s.Dependents.External != nil && *s.Dependents.External < 0 {
 		bad("dependents.external", "negative")
 	}
 	if !s.hasProbe() && s.Results == nil {
@@ -738,8 +739,10 @@ func (s *Spec) checkTemplates() []error {
 			}
 		}
 	}
-	if s.hasParent() {
+	if s.hasSecret() {
 		manifest("parent.secret", s.Parent.Secret, false)
+	}
+	if s.hasParent() {
 		manifest("parent.object", s.Parent.Object, false)
 	}
 	manifest("dependents.template", s.Dependents.Template, false)
@@ -794,13 +797,14 @@ func (s *Spec) perDependent() int {
 	switch {
 	case !s.hasProbe():
 		return 0 // no external service: nothing to count
-	case s.Dependents.External == 0:
+	case s.Dependents.External == nil:
 		return 1
 	}
-	return s.Dependents.External
+	return *s.Dependents.External
 }
 func (s *Spec) hasProbe() bool  { return len(s.Probe.Command) > 0 || s.Probe.Func != nil }
 func (s *Spec) hasParent() bool { return s.Parent.Object != "" }
+func (s *Spec) hasSecret() bool { return s.hasParent() && s.Parent.Secret != "" }
 func (s *Spec) childrenPer() int {
 	if s.Results == nil {
 		return 0

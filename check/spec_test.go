@@ -243,3 +243,49 @@ func escapedExperiment(t *testing.T) *Experiment {
 	t.Fatalf("no experiment %q", Escaped)
 	return nil
 }
+
+// What a description says about its parent and its dependents' external
+// resources, read as written: a parent may come without a Secret (then
+// only order-secret-first is skipped), and external: 0 means none.
+func TestParentAndExternalAsWritten(t *testing.T) {
+	const secretLine = "  secret: '{apiVersion: v1, kind: Secret, metadata: {name: creds}}'\n"
+	type got struct {
+		Parent, Secret bool
+		PerDependent   int
+		Skipped        []string
+	}
+	for name, tc := range map[string]struct {
+		from, to string
+		want     got
+	}{
+		"as given": {want: got{Parent: true, Secret: true, PerDependent: 1}},
+		"no secret": {from: secretLine, to: "",
+			want: got{Parent: true, PerDependent: 1, Skipped: []string{OrderSecretFirst}}},
+		"external 0": {from: "  count: 3\n", to: "  count: 3\n  external: 0\n",
+			want: got{Parent: true, Secret: true, PerDependent: 0}},
+		"external 2": {from: "  count: 3\n", to: "  count: 3\n  external: 2\n",
+			want: got{Parent: true, Secret: true, PerDependent: 2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(validSpec, tc.from) {
+				t.Fatalf("the case's text %q is not in the description", tc.from)
+			}
+			s, err := Parse([]byte(strings.Replace(validSpec, tc.from, tc.to, 1)), "/descr")
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got{Parent: s.hasParent(), Secret: s.hasSecret(), PerDependent: s.perDependent()}
+			for _, e := range Experiments() {
+				// Only the skips that depend on the parent and the Secret:
+				// the description has no hold timeout, no results and no
+				// HTTP/2 fault point, whatever the case.
+				if e.skip(s) != "" && (e.Name == OrderSecretFirst || e.Name == OrderParentFirst) {
+					g.Skipped = append(g.Skipped, e.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
