@@ -2,7 +2,6 @@ package check_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -185,8 +184,9 @@ func (l testLog) Write(p []byte) (int, error) {
 func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
 // An operator that never makes its resources in the first, undisturbed run
-// is an error of the check (exit 1), with what the dependents say, not a
-// verdict every later run would wait its ready timeout for. The wait calls
+// breaks that run's ready invariant, reported with what the dependents say
+// and the operator's log; the experiments after it are skipped, not run
+// for every one to wait its ready timeout for nothing. The wait calls
 // the probe at the probe's interval, as the sampling does: a probe is often
 // a command calling a rate-limited API (the wait called it every 50ms).
 func TestNeverReady(t *testing.T) {
@@ -212,10 +212,26 @@ func TestNeverReady(t *testing.T) {
 		Timeouts: check.Timeouts{Ready: metav1Duration(3 * time.Second), Finish: metav1Duration(20 * time.Second)},
 	}
 	t0 := time.Now()
-	_, err = check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}, WorkDir: t.TempDir()})
+	rep, err := check.Run(t.Context(), spec, check.Options{Quick: true, Only: []string{check.OrderAllAtOnce, check.OrderSecretFirst}, WorkDir: t.TempDir()})
 	elapsed := time.Since(t0)
-	if !errors.Is(err, check.ErrNeverReady) || !strings.Contains(err.Error(), "the probe lists 0 of 1 external resources; APIKey k: no conditions") {
-		t.Fatalf("Run = %v, want ErrNeverReady naming the count and the APIKey's conditions", err)
+	if err != nil {
+		t.Fatalf("Run = %v, want a report", err)
+	}
+	type verdict struct {
+		Name    string
+		Verdict check.Verdict
+		Runs    int
+	}
+	var got []verdict
+	for _, e := range rep.Experiments {
+		got = append(got, verdict{e.Name, e.Verdict, len(e.Runs)})
+	}
+	want := []verdict{{check.OrderAllAtOnce, check.Broke, 1}, {check.OrderSecretFirst, check.Skipped, 0}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("experiments (-want +got):\n%s", diff)
+	}
+	if vs := rep.Experiments[0].Runs[0].Violations; len(vs) == 0 || vs[0].Invariant != check.Ready || !strings.Contains(vs[0].Detail, "the probe lists 0 of 1 external resources; APIKey k: no conditions") {
+		t.Errorf("violations %v, want ready naming the count and the APIKey's conditions", vs)
 	}
 	// The sampling, once a second while the run lasts, the ready wait,
 	// once a second for its 3s, and the first and last listings: a tick

@@ -67,10 +67,22 @@ func (r Report) WriteText(w io.Writer) error {
 func finishCell(e Result) string {
 	for _, run := range e.Runs {
 		if run.Finish == 0 {
-			return "NOT FINISHED"
+			return notFinished
 		}
 	}
 	return Duration(e.MaxFinish()).String()
+}
+
+// notFinished stands where a deletion's time would: a zero Finish is a
+// deletion that never ended, not one that took no time.
+const notFinished = "NOT FINISHED"
+
+// deletionCell is a run's deletion time for its progress line.
+func deletionCell(r RunReport) string {
+	if r.Finish == 0 {
+		return "deletion " + notFinished
+	}
+	return "deletion " + r.Finish.String()
 }
 
 func writeBrokenText(w io.Writer, e Result, run RunReport) {

@@ -96,3 +96,19 @@ func TestWriteMarkdownAndHTML(t *testing.T) {
 		}
 	}
 }
+
+// A deletion that never ended reads as such on the progress line, never
+// as one that took no time.
+func TestDeletionCell(t *testing.T) {
+	for _, tc := range []struct {
+		run  RunReport
+		want string
+	}{
+		{RunReport{Finish: Duration(1500 * time.Millisecond)}, "deletion 1.5s"},
+		{RunReport{}, "deletion NOT FINISHED"},
+	} {
+		if got := deletionCell(tc.run); got != tc.want {
+			t.Errorf("deletionCell(Finish %s) = %q, want %q", time.Duration(tc.run.Finish), got, tc.want)
+		}
+	}
+}

@@ -53,11 +53,6 @@ type Options struct {
 	KillWindow time.Duration
 }
 
-// ErrNeverReady is returned when the check's first run, undisturbed,
-// never saw the operator make its resources: a description or operator to
-// fix before any experiment means anything.
-var ErrNeverReady = errors.New("check: the operator never made its resources in the first run")
-
 // ErrUnknownExperiment is returned for a name in Options.Only that
 // Experiments does not list.
 var ErrUnknownExperiment = errors.New("check: unknown experiment")
@@ -104,7 +99,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 		rep.Notes = append(rep.Notes, noteResults)
 	}
 	first := true
-	for _, e := range exps {
+	for k, e := range exps {
 		res := Result{Name: e.Name, Description: e.Description, Fix: e.Fix}
 		if reason := e.skip(spec); reason != "" {
 			res.Verdict, res.Reason = Skipped, reason
@@ -122,10 +117,20 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 				return rep, fmt.Errorf("%s (seed %d): %w", e.Name, seed, err)
 			}
 			if first && !e.faultsCreates() {
-				if v, ok := r.violation(Ready); ok {
+				if _, ok := r.violation(Ready); ok {
 					// Nothing disturbed these creates: every other run
-					// would wait its ready timeout for nothing.
-					return rep, fmt.Errorf("%w: %s (seed %d): %s; the operator's log, last lines:\n%s", ErrNeverReady, e.Name, seed, v.Detail, r.OperatorLog)
+					// would wait its ready timeout for nothing. The run
+					// is the report's broken one (ready, with the
+					// operator's log); the rest are not run.
+					res.Verdict = Broke
+					res.Runs = append(res.Runs, r)
+					res.Elapsed = Duration(time.Since(te))
+					rep.Experiments = append(rep.Experiments, res)
+					progress(opts.Progress, "%-28s run %d/%d seed %d: %s in %s: %s", e.Name, i+1, n, seed, r.Verdict, r.Elapsed, reasonNeverReady)
+					for _, rest := range exps[k+1:] {
+						rep.Experiments = append(rep.Experiments, Result{Name: rest.Name, Description: rest.Description, Fix: rest.Fix, Verdict: Skipped, Reason: reasonNeverReady})
+					}
+					return rep, nil
 				}
 			}
 			first = false
@@ -133,8 +138,8 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 				res.Verdict = Broke
 			}
 			res.Runs = append(res.Runs, r)
-			progress(opts.Progress, "%-28s run %d/%d seed %d: %s in %s (deletion %s, leaked %d, duplicates %d, lost %d, kills %d)",
-				e.Name, i+1, n, seed, r.Verdict, r.Elapsed, r.Finish, len(r.Leaked), r.Duplicates, len(r.Lost), r.Kills)
+			progress(opts.Progress, "%-28s run %d/%d seed %d: %s in %s (%s, leaked %d, duplicates %d, lost %d, kills %d)",
+				e.Name, i+1, n, seed, r.Verdict, r.Elapsed, deletionCell(r), len(r.Leaked), r.Duplicates, len(r.Lost), r.Kills)
 		}
 		res.Elapsed = Duration(time.Since(te))
 		rep.Experiments = append(rep.Experiments, res)
@@ -146,6 +151,10 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 }
 
 // noteResults says what the invariants did not cover.
+// reasonNeverReady is why the experiments after a first, undisturbed run
+// that never got ready are not run.
+const reasonNeverReady = "not run: the operator never made its resources in the first, undisturbed run (a ready violation); fix that first"
+
 const noteResults = "no-lost-result (owners whose result-capture children must not lose a result) was not checked: " +
 	"the description gives no results (results.children, results.probe, results.complete)"
 
