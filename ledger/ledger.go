@@ -733,6 +733,18 @@ func (r *Record) ClaimApproved(claimant, namespaceUID types.UID) bool {
 	return false
 }
 
+// Current is uid's record as this ledger last wrote it, else read from the
+// store and authenticated (as Get). A remembered record can be stale only
+// if another writer changed it since, and then only by lacking IDs
+// (records only grow): it serves a caller that goes on to Cleanup, whose
+// removal is conditional on the remembered version and starts over from
+// the store on a conflict. A caller that decides from a record's absence
+// gets that from the store: a record is remembered only while it exists
+// as far as this ledger knows.
+func (l *Ledger) Current(ctx context.Context, uid types.UID) (*Record, error) {
+	return l.current(ctx, uid)
+}
+
 // current is uid's record: as remembered, or read and authenticated.
 func (l *Ledger) current(ctx context.Context, uid types.UID) (*Record, error) {
 	if r := l.recall(uid); r != nil {

@@ -572,7 +572,16 @@ func (r *Reconciler[O, K, C]) delete(ctx context.Context, obj O, st *status[O, K
 	var rec *ledger.Record
 	if r.o.Ledger != nil {
 		var err error
-		rec, err = r.o.Ledger.Get(ctx, obj.GetUID())
+		// The record as this ledger wrote it, when it remembers it: a live
+		// read here cost every delete one more API round trip, and what it
+		// decided needs none. Only a record the store says is missing lets
+		// a never-Ready object go without a cleanup, and that still comes
+		// from the store (a record is remembered only while it exists as
+		// far as this ledger knows). A remembered one sends the object
+		// through Cleanup, which removes the record only if its version is
+		// still the one remembered, and otherwise starts over from the
+		// store.
+		rec, err = r.o.Ledger.Current(ctx, obj.GetUID())
 		switch {
 		case errors.Is(err, ledger.ErrLegacyRecord):
 			// The previous release's record: migrated through this

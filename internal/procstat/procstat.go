@@ -113,3 +113,72 @@ func Sub(after, before map[string]time.Duration, least time.Duration) map[string
 	}
 	return out
 }
+
+// CPUOfTrees returns the CPU time (user + system) each named process and
+// its direct children have used so far: the process's own, what its
+// children that exited and were reaped used (cutime and cstime), and its
+// live children's own. Keyed as pids is. Unlike CPUByCommand it counts
+// only these processes, so that another stack of the same commands on the
+// machine (another test's API server or PostgreSQL) is not charged to
+// this one; PostgreSQL's backends are the postmaster's children.
+func CPUOfTrees(pids map[string]int) (map[string]time.Duration, error) {
+	stats := map[int]stat{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("procstat: %w", err)
+	}
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // exited since the listing
+		}
+		st, err := parseTree(string(b))
+		if err != nil {
+			return nil, err
+		}
+		stats[pid] = st
+	}
+	out := make(map[string]time.Duration, len(pids))
+	for name, pid := range pids {
+		ticks := stats[pid].self + stats[pid].children
+		for _, st := range stats {
+			if st.ppid == pid {
+				ticks += st.self
+			}
+		}
+		out[name] = time.Duration(ticks) * time.Second / clockTick
+	}
+	return out, nil
+}
+
+// stat is what CPUOfTrees reads of one /proc/PID/stat line, in ticks.
+type stat struct {
+	ppid           int
+	self, children int64
+}
+
+func parseTree(s string) (stat, error) {
+	closing := strings.LastIndexByte(s, ')')
+	if closing < 0 {
+		return stat{}, fmt.Errorf("procstat: malformed stat line %q", s)
+	}
+	// After ") ": state, ppid, ...; utime and stime are fields 14 and 15
+	// of the line, cutime and cstime 16 and 17.
+	f := strings.Fields(s[closing+1:])
+	if len(f) < 15 {
+		return stat{}, fmt.Errorf("procstat: short stat line %q", s)
+	}
+	var n [5]int64
+	for i, v := range []string{f[1], f[11], f[12], f[13], f[14]} {
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return stat{}, fmt.Errorf("procstat: stat line %q: %w", s, err)
+		}
+		n[i] = x
+	}
+	return stat{ppid: int(n[0]), self: n[1] + n[2], children: n[3] + n[4]}, nil
+}

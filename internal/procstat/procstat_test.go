@@ -2,6 +2,7 @@ package procstat
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +86,28 @@ func TestCPUByCommandSeesSelf(t *testing.T) {
 				t.Fatalf("no CPU time charged to %q after 30 s of work: %v", comm, Sub(after, before, 0))
 			}
 		}
+	}
+}
+
+// TestCPUOfTreesCountsAChild: a child's CPU is charged to its parent's
+// tree while it runs and after it has exited and been reaped.
+func TestCPUOfTreesCountsAChild(t *testing.T) {
+	pids := map[string]int{"self": os.Getpid()}
+	before, err := CPUOfTrees(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shell loop that burns about half a second of CPU, then exits;
+	// Wait reaps it, which moves its time into our cutime.
+	cmd := exec.Command("sh", "-c", `i=0; end=$(( $(date +%s) + 1 )); while [ $(date +%s) -lt $end ]; do i=$((i+1)); done`)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := CPUOfTrees(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after["self"] - before["self"]; d < 100*time.Millisecond {
+		t.Fatalf("a reaped child's CPU is not charged to its parent: %s", d)
 	}
 }

@@ -37,6 +37,11 @@ import (
 type Stack struct {
 	Config   *rest.Config
 	Postgres *pgserver.Server
+	// ControlPlane, when set, is Config's control plane: CPU is then
+	// charged to its processes, PostgreSQL's and this one's by process ID.
+	// Without it, every process on the machine named like a stack
+	// component is charged, another test's API server included.
+	ControlPlane *controlplane.ControlPlane
 	// Log, when set, hears of progress (a 1,000-Role run takes minutes).
 	Log io.Writer
 }
@@ -64,6 +69,12 @@ type Lifecycle struct {
 	// etcd, controller manager, PostgreSQL, this process) used, summed like
 	// the wall times.
 	CPUOn, CPUOff time.Duration
+	// StatementsOn and StatementsOff are the PostgreSQL round trips per
+	// Role lifecycle (every statement the operator's sessions sent);
+	// ReadsOn and ReadsOff the API reads through the operator's client
+	// that reached the API server (live reads; cached ones are free).
+	StatementsOn, StatementsOff float64
+	ReadsOn, ReadsOff           float64
 }
 
 // Ratio is On / Off.
@@ -78,7 +89,10 @@ func (l Lifecycle) AllWritesOn() float64 { return l.WritesOn + l.EventsOn }
 
 // The targets, printed beside the figures.
 const (
-	TargetRatio       = 1.2
+	// TargetRatio bounds the wall time with the guarantees on against the
+	// naive build's, and TargetCPURatio the stack's CPU time.
+	TargetRatio       = 1.15
+	TargetCPURatio    = 1.25
 	TargetExtraWrites = 2.0
 	// TargetAllWrites bounds a Role lifecycle's writes, Events included.
 	TargetAllWrites = 6.0
@@ -86,10 +100,12 @@ const (
 
 // run is one measured lifecycle of one build.
 type run struct {
-	wall   time.Duration
-	writes float64
-	events float64
-	cpu    time.Duration
+	wall       time.Duration
+	writes     float64
+	events     float64
+	cpu        time.Duration
+	statements float64
+	reads      float64
 }
 
 // RunLifecycle creates then deletes n Roles with each build, on, off, off,
@@ -110,11 +126,15 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 			res.CPUOff += r.cpu
 			res.WritesOff += r.writes / 2
 			res.EventsOff += r.events / 2
+			res.StatementsOff += r.statements / 2
+			res.ReadsOff += r.reads / 2
 		} else {
 			res.On += r.wall
 			res.CPUOn += r.cpu
 			res.WritesOn += r.writes / 2
 			res.EventsOn += r.events / 2
+			res.StatementsOn += r.statements / 2
+			res.ReadsOn += r.reads / 2
 		}
 	}
 	return res, nil
@@ -134,7 +154,8 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 	}
 	defer env.close()
 	script := faultinject.NewScript()
-	op, err := env.startOperator(ctx, naive, script)
+	var stmts statements
+	op, err := env.startOperator(ctx, naive, script, stmts.hear)
 	if err != nil {
 		return run{}, err
 	}
@@ -143,7 +164,8 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 		return run{}, err
 	}
 	before := len(script.Calls())
-	cpu0, err := procstat.CPUByCommand()
+	stmts0 := stmts.snapshot()
+	cpu0, err := s.cpu()
 	if err != nil {
 		return run{}, err
 	}
@@ -162,11 +184,15 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 		return run{}, err
 	}
 	wall := time.Since(start)
-	cpu1, err := procstat.CPUByCommand()
+	cpu1, err := s.cpu()
 	if err != nil {
 		return run{}, err
 	}
 	s.logf("  all Ready after %s, all gone %s later", ready.Round(time.Millisecond), (wall - ready).Round(time.Millisecond))
+	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
+	byStmt := stmts.since(stmts0)
+	s.logf("  PostgreSQL round trips per Role lifecycle: %.2f (%s); API calls per Role lifecycle: %s",
+		float64(total(byStmt))/float64(n), perRole(byStmt, n), perRole(callCounts(script.Calls()[before:]), n))
 	if err := env.noRolesLeft(ctx); err != nil {
 		return run{}, err
 	}
@@ -174,7 +200,10 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 	if err != nil {
 		return run{}, err
 	}
-	return run{wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0)}, nil
+	return run{
+		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0),
+		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
+	}, nil
 }
 
 // roleEvents counts the Events about Roles in the run's namespace, once
@@ -224,59 +253,51 @@ type NamespaceDeletion struct {
 	// Gone is from the namespace's delete to its being gone, every role
 	// dropped by the operator through the hold.
 	Gone time.Duration
+	// NaiveGone is the same for the naive build, in the same run: its
+	// Server and Secret go at once, so its Roles let go without dropping
+	// anything (NaiveLeaked of them stay in PostgreSQL; the run drops them
+	// after measuring).
+	NaiveGone   time.Duration
+	NaiveLeaked int
 	// Direct is dropping as many roles over one connection, nothing else.
 	Direct time.Duration
 }
 
+// Ratio is Gone / NaiveGone.
+func (nd NamespaceDeletion) Ratio() float64 { return nd.Gone.Seconds() / nd.NaiveGone.Seconds() }
+
+// TargetNamespaceRatio bounds a namespace deletion's time against the
+// naive build's in the same run.
+const TargetNamespaceRatio = 1.5
+
 // RunNamespaceDeletion creates n Roles in a namespace, waits until they are
-// Ready, deletes the namespace and waits until it is gone; then drops n
-// roles directly for the baseline.
+// Ready, deletes the namespace and waits until it is gone, with the
+// guarantees on and then with the naive build; then drops n roles directly
+// for the baseline.
 func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletion, error) {
 	if n <= 0 {
 		return NamespaceDeletion{}, fmt.Errorf("bench: %d Roles: give at least one", n)
 	}
 	res := NamespaceDeletion{Roles: n}
+	var err error
+	if res.Gone, _, err = namespaceRun(ctx, s, n, false); err != nil {
+		return res, err
+	}
+	if res.NaiveGone, res.NaiveLeaked, err = namespaceRun(ctx, s, n, true); err != nil {
+		return res, fmt.Errorf("bench: namespace deletion, naive build: %w", err)
+	}
 	env, err := s.setup(ctx)
 	if err != nil {
 		return res, err
 	}
 	defer env.close()
-	op, err := env.startOperator(ctx, false, nil)
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = op.Stop() }() // the run's figures are what it returns
-	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
-		return res, err
-	}
-	s.logf("namespace deletion: %d Roles", n)
-	if err := env.createRoles(ctx, n); err != nil {
-		return res, err
-	}
-	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
-		return res, err
-	}
-	start := time.Now()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.ns}}
-	if err := env.c.Delete(ctx, ns); err != nil {
-		return res, err
-	}
-	if err := controlplane.WaitGone(ctx, env.c, ns, waitLimit); err != nil {
-		return res, err
-	}
-	res.Gone = time.Since(start)
-	if err := env.noRolesLeft(ctx); err != nil {
-		return res, err
-	}
-	_ = op.Stop() // the roles are dropped; what follows needs no operator
-
 	direct := pgtarget.RandomName("bench_direct_") + "_"
 	for i := range n {
 		if _, err := env.db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s%d", direct, i)); err != nil {
 			return res, err
 		}
 	}
-	start = time.Now()
+	start := time.Now()
 	for i := range n {
 		if _, err := env.db.Exec(ctx, fmt.Sprintf("DROP ROLE %s%d", direct, i)); err != nil {
 			return res, err
@@ -284,6 +305,65 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	}
 	res.Direct = time.Since(start)
 	return res, nil
+}
+
+// namespaceRun is one build's namespace deletion: the time to gone, and
+// how many roles it left in PostgreSQL (an error with the guarantees on;
+// counted, then dropped, for the naive build).
+func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (time.Duration, int, error) {
+	env, err := s.setup(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer env.close()
+	op, err := env.startOperator(ctx, naive, nil, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = op.Stop() }() // the run's figures are what it returns
+	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
+		return 0, 0, err
+	}
+	s.logf("namespace deletion: %d Roles, %s", n, build(naive))
+	if err := env.createRoles(ctx, n); err != nil {
+		return 0, 0, err
+	}
+	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.ns}}
+	if err := env.c.Delete(ctx, ns); err != nil {
+		return 0, 0, err
+	}
+	if err := controlplane.WaitGone(ctx, env.c, ns, waitLimit); err != nil {
+		return 0, 0, err
+	}
+	gone := time.Since(start)
+	s.logf("  gone after %s", gone.Round(time.Millisecond))
+	if !naive {
+		return gone, 0, env.noRolesLeft(ctx)
+	}
+	leaked, err := env.dropRolesLeft(ctx)
+	return gone, leaked, err
+}
+
+// dropRolesLeft drops the roles a naive run left behind, and says how many.
+func (e *env) dropRolesLeft(ctx context.Context) (int, error) {
+	rows, err := e.db.Query(ctx, "SELECT rolname FROM pg_roles WHERE rolname LIKE $1", e.prefix+"%")
+	if err != nil {
+		return 0, err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	for _, name := range names {
+		if _, err := e.db.Exec(ctx, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return 0, err
+		}
+	}
+	return len(names), nil
 }
 
 func (s Stack) logf(format string, args ...any) {
@@ -395,10 +475,10 @@ func (e *env) noRolesLeft(ctx context.Context) error {
 
 // startOperator runs the operator in this process, its client counted by
 // script when set, and waits until its cache is filled.
-func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script) (*operator.Running, error) {
+func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script, stmts func(context.Context, string, error)) (*operator.Running, error) {
 	r, err := operator.Start(ctx, operator.Options{
 		Config: e.s.Config, Scheme: e.scheme, Script: script,
-		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: naive, PoolName: "bench-" + e.recNS},
+		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: naive, PoolName: "bench-" + e.recNS, Statements: stmts},
 	})
 	if err != nil {
 		return nil, err
@@ -446,8 +526,27 @@ func readyCount(l *v1alpha1.RoleList) int {
 // operator's work costs, wherever it lands.
 var stackProcesses = []string{"kube-apiserver", "etcd", "kube-controller", "postgres"}
 
+// cpu is the CPU time the stack's processes have used so far, by process:
+// by ID when the control plane is known, else by command name.
+func (s Stack) cpu() (map[string]time.Duration, error) {
+	if s.ControlPlane == nil || s.Postgres == nil {
+		return procstat.CPUByCommand()
+	}
+	pids := s.ControlPlane.PIDs()
+	pids["postgres"] = s.Postgres.PID()
+	pids["self"] = os.Getpid()
+	return procstat.CPUOfTrees(pids)
+}
+
 func stackCPU(after, before map[string]time.Duration) time.Duration {
 	d := procstat.Sub(after, before, 0)
+	if _, byPID := d["self"]; byPID {
+		var sum time.Duration
+		for _, v := range d {
+			sum += v
+		}
+		return sum
+	}
 	self, _ := os.ReadFile("/proc/self/comm") // this process's own command
 	var sum time.Duration
 	for _, p := range append(stackProcesses, strings.TrimSpace(string(self))) {

@@ -22,7 +22,8 @@ func TestMain(m *testing.M) {
 }
 
 func stack(t testing.TB) bench.Stack {
-	s := bench.Stack{Config: testenv.ControlPlane(t).Config, Postgres: testenv.Postgres(t)}
+	cp := testenv.ControlPlane(t)
+	s := bench.Stack{Config: cp.Config, ControlPlane: cp, Postgres: testenv.Postgres(t)}
 	if testing.Verbose() {
 		s.Log = tlog{t}
 	}

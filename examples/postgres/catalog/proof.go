@@ -48,12 +48,28 @@ var ErrNoSentinel = errors.New("no deployment sentinel for this operator's key i
 // Enrolling needs CREATE on the connection database's public schema (to
 // create the table once) and the role running the query must read the
 // catalogs; both hold for an owner of the database.
+//
+// The proof is asked first and the sentinel written only when the answer
+// says there is none: enrolling every time cost two more round trips on
+// every create (the table's CREATE IF NOT EXISTS and an INSERT that does
+// nothing once a sentinel exists), and sent the token over the wire on
+// every create rather than once. The answer is the same either way: it is
+// computed from the sentinel stored for the key, and an enrolment racing
+// this one keeps the first sentinel (ON CONFLICT DO NOTHING), which the
+// proof after it then reads.
 func Prove(ctx context.Context, c Querier, s Sentinel, q ledger.Question) (ledger.Answer, error) {
-	if q.Enroll != nil {
-		if err := enroll(ctx, c, s, q); err != nil {
-			return ledger.Answer{}, err
-		}
+	a, err := prove(ctx, c, s, q)
+	if q.Enroll == nil || !errors.Is(err, ErrNoSentinel) {
+		return a, err
 	}
+	if err := enroll(ctx, c, s, q); err != nil {
+		return ledger.Answer{}, err
+	}
+	return prove(ctx, c, s, q)
+}
+
+// prove is Prove's one statement, without enrolment.
+func prove(ctx context.Context, c Querier, s Sentinel, q ledger.Question) (ledger.Answer, error) {
 	// f(x) is one length-prefixed field of ledger.ResponseMessage; "C"
 	// collation sorts names by bytes, as Go does.
 	const f = `(E'\n' || octet_length(%[1]s)::text || ':' || %[1]s)`

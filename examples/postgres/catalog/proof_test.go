@@ -1,10 +1,13 @@
 package catalog_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/finale-dev/finale/examples/postgres/catalog"
 	"github.com/finale-dev/finale/ledger"
@@ -68,5 +71,60 @@ func TestProveComputesTheResponseInside(t *testing.T) {
 	other := ledger.GenerateKey()
 	if _, err := catalog.Prove(t.Context(), c, s, ledger.Question{KeyID: other.ID(), Challenge: "01"}); !errors.Is(err, catalog.ErrNoSentinel) {
 		t.Errorf("another key's question = %v, want ErrNoSentinel", err)
+	}
+}
+
+// statementCounter counts what a Querier is sent.
+type statementCounter struct {
+	catalog.Querier
+	n int
+}
+
+func (c *statementCounter) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.n++
+	return c.Querier.Exec(ctx, sql, args...)
+}
+
+func (c *statementCounter) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n++
+	return c.Querier.QueryRow(ctx, sql, args...)
+}
+
+func (c *statementCounter) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.n++
+	return c.Querier.Query(ctx, sql, args...)
+}
+
+// TestProveEnrolsOnlyWithoutSentinel: a question that may enrol costs one
+// statement once the database holds the key's sentinel (every create asks
+// one), and enrols (table, sentinel, then the proof) only where there is
+// none.
+func TestProveEnrolsOnlyWithoutSentinel(t *testing.T) {
+	db := unique("proof_")
+	admin := connect(t, "postgres")
+	if _, err := admin.Exec(t.Context(), "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	c := &statementCounter{Querier: connect(t, db)}
+	s := catalog.Sentinel{Table: "finale_sentinel_test", Deployment: catalog.SystemIdentifier, Tagged: catalog.TaggedRoles}
+	key := ledger.GenerateKey()
+	for i, want := range []struct {
+		statements int
+		salt       string
+	}{{4, "salt-0"}, {1, "salt-0"}} { // first: proof, table, sentinel, proof
+		q := ledger.Question{KeyID: key.ID(), Challenge: "00ff", Tag: "finale:role:x"}
+		salt := "salt-" + string(rune('0'+i))
+		q.Enroll = &ledger.Enrollment{Salt: salt, Token: key.Token(salt)}
+		c.n = 0
+		a, err := catalog.Prove(t.Context(), c, s, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.n != want.statements || a.Salt != want.salt {
+			t.Errorf("question %d: %d statements, salt %q; want %d, %q", i, c.n, a.Salt, want.statements, want.salt)
+		}
+		if a.Response != ledger.Respond(key.Token(want.salt), q, a.Deployment, want.salt, nil) {
+			t.Errorf("question %d: the response does not verify with the stored sentinel", i)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.stop()
-	s := bench.Stack{Config: st.cp.Config, Postgres: st.pg, Log: out}
+	s := bench.Stack{Config: st.cp.Config, ControlPlane: st.cp, Postgres: st.pg, Log: out}
 	l, err := bench.RunLifecycle(ctx, s, *roles)
 	if err != nil {
 		return err
