@@ -125,7 +125,11 @@ func writeBrokenText(w io.Writer, e Result, run RunReport) {
 	for _, n := range run.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
-	fmt.Fprintf(w, "  fix: %s\n", e.Fix)
+	if run.Cause != "" {
+		fmt.Fprintf(w, "  cause: %s\n", run.Cause)
+	} else {
+		fmt.Fprintf(w, "  fix: %s\n", e.Fix)
+	}
 	fmt.Fprintln(w, "  steps:")
 	for _, ev := range run.Timeline {
 		fmt.Fprintf(w, "    %8s  %s\n", "+"+ev.At.String(), ev.What)
@@ -195,7 +199,11 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			for _, n := range run.Notes {
 				fmt.Fprintf(w, "- note: %s\n", mdEscape(n))
 			}
-			fmt.Fprintf(w, "- fix: %s\n", mdEscape(e.Fix))
+			if run.Cause != "" {
+				fmt.Fprintf(w, "- cause: %s\n", mdEscape(run.Cause))
+			} else {
+				fmt.Fprintf(w, "- fix: %s\n", mdEscape(e.Fix))
+			}
 			if len(run.LeftBehind) > 0 {
 				fmt.Fprintln(w, "\nLeft behind:\n\n| namespace | kind | name | deleting for | finalizers |\n|---|---|---|---|---|")
 				for _, o := range run.LeftBehind {

@@ -250,7 +250,7 @@ func TestPatternTrackingInTerminatingNamespace(t *testing.T) {
 		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
 			svc := newToyService(0)
 			spec := patSpec("toy-tracking", startTracking(svc, careful), svc)
-			spec.Timeouts = check.Timeouts{Finish: metav1Duration(15 * time.Second)}
+			spec.Timeouts = check.Timeouts{Finish: metav1Duration(patFinish)}
 			rep, text := patCheck(t, spec, check.Options{Only: []string{check.OrderAllAtOnce}})
 			want := map[string]check.Verdict{check.OrderAllAtOnce: check.Held}
 			var inv map[string][]check.Invariant
@@ -359,7 +359,7 @@ func TestPatternPendingMarkerAfterCrash(t *testing.T) {
 		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
 			svc := newToyService(pendingLatency)
 			spec := patSpec("toy-pending", startPending(svc, careful), svc)
-			spec.Timeouts = check.Timeouts{Ready: metav1Duration(8 * time.Second), Finish: metav1Duration(15 * time.Second)}
+			spec.Timeouts = check.Timeouts{Ready: metav1Duration(patReady), Finish: metav1Duration(patFinish)}
 			rep, text := patCheck(t, spec, check.Options{Only: []string{check.KillDuringCreates}, KillWindow: 2 * pendingLatency})
 			want := map[string]check.Verdict{check.KillDuringCreates: check.Held}
 			var inv map[string][]check.Invariant
@@ -378,6 +378,15 @@ func TestPatternPendingMarkerAfterCrash(t *testing.T) {
 }
 
 // --- 3. A parent finalizer each dependent keeps for the other.
+
+// The toys' bounds: a careful build ends as soon as its namespace goes, so
+// they cost only the naive builds' waits, and they leave the namespace
+// controller room on 2 cores shared by make test's four jobs (15 s
+// failed a careful run there).
+const (
+	patReady  = 30 * time.Second
+	patFinish = 45 * time.Second
+)
 
 const patInUse = "toy.example.com/in-use" // the connection's finalizer, while dependents use it
 
@@ -525,7 +534,7 @@ func TestPatternParentFinalizerKeptForTheOther(t *testing.T) {
 				Secret: `{apiVersion: v1, kind: Secret, metadata: {name: conn-login}}`,
 				Object: `{apiVersion: v1, kind: ConfigMap, metadata: {name: conn, finalizers: [` + patInUse + `]}}`,
 			}
-			spec.Timeouts = check.Timeouts{Finish: metav1Duration(15 * time.Second)}
+			spec.Timeouts = check.Timeouts{Finish: metav1Duration(patFinish)}
 			rep, text := patCheck(t, spec, check.Options{Only: []string{check.OrderAllAtOnce}})
 			want := map[string]check.Verdict{check.OrderAllAtOnce: check.Held}
 			var inv map[string][]check.Invariant
@@ -536,6 +545,14 @@ func TestPatternParentFinalizerKeptForTheOther(t *testing.T) {
 				mention = "ConfigMap conn [" + patInUse + "]" // the connection, left behind
 			}
 			wantPattern(t, rep, text, want, inv, mention)
+			// The dependents went, the connection stayed: the report
+			// blames the connection's own release, not the experiment's
+			// fault (the namespace's order), and gives no fix for it.
+			if !careful {
+				if run := rep.Experiments[0].Runs[0]; !strings.Contains(run.Cause, "ConfigMap conn ("+patInUse+")") || strings.Contains(text, "  fix: ") {
+					t.Errorf("cause %q, want the connection blamed and no fix line:\n%s", run.Cause, text)
+				}
+			}
 		})
 	}
 }

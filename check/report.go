@@ -102,6 +102,10 @@ type RunReport struct {
 	Reproduce string `json:"reproduce,omitempty"`
 	// OperatorLog is the end of the operator's log, for a broken run.
 	OperatorLog string `json:"operatorLog,omitempty"`
+	// Cause, when set, says that what broke is not what the experiment
+	// puts in, and what it is instead: the experiment's fix does not
+	// apply to this run.
+	Cause string `json:"cause,omitempty"`
 }
 
 // Result is one experiment's outcome.

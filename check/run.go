@@ -233,6 +233,11 @@ func (st *stack) run(ctx context.Context, e *Experiment, seed int64, opts Option
 		if r.op != nil {
 			r.res.OperatorLog = tailFile(r.logPath, 40)
 		}
+		deps := make([]Object, 0, len(r.dependents))
+		for _, d := range r.dependents {
+			deps = append(deps, Object{Kind: d.GetKind(), Name: d.GetName()})
+		}
+		r.res.Cause = notTheExperiments(r.res, deps)
 	} else {
 		r.res.Verdict = Held
 	}
