@@ -97,9 +97,11 @@ func TestCPUOfTreesCountsAChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A shell loop that burns about half a second of CPU, then exits;
-	// Wait reaps it, which moves its time into our cutime.
-	cmd := exec.Command("sh", "-c", `i=0; end=$(( $(date +%s) + 1 )); while [ $(date +%s) -lt $end ]; do i=$((i+1)); done`)
+	// A shell loop with a fixed amount of work (about a quarter of a
+	// second of CPU here), then exits; Wait reaps it, which moves its time
+	// into our cutime. A loop bounded by wall time got less CPU than the
+	// bound on a loaded machine (60 ms in a second).
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,17 +11,22 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/finale-dev/finale/errclass"
-	"github.com/finale-dev/finale/internal/testenv"
+	"github.com/finale-dev/finale/pgserver"
 )
 
 // A PostgreSQL server that declines TLS under sslmode require is told
 // apart from an address that speaks another protocol by the first byte it
 // sends ('N'), not by pgx's error text: the first is an Identity failure,
 // the second stays Transport, so that a Server's
-// status still tells no ports apart. Real servers: the shared PostgreSQL,
-// which serves no TLS, and a listener that answers with an SSH banner.
+// status still tells no ports apart. Real servers: a PostgreSQL of the
+// test's own that serves no TLS (the package's shared one does), and a
+// listener that answers as another protocol.
 func TestDeclinedTLSIsIdentity(t *testing.T) {
-	pg := testenv.Postgres(t)
+	pg, err := pgserver.Start(t.Context(), pgserver.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

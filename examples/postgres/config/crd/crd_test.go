@@ -115,9 +115,9 @@ func TestDefaults(t *testing.T) {
 		Host:     "db.example.com",
 		Port:     5432,
 		Database: "postgres",
-		SSLMode:  pgv1.SSLModeRequire,
+		SSLMode:  pgv1.SSLModeVerifyFull,
 		CredentialsSecretRef: pgv1.CredentialsSecretReference{
-			Name: "admin", UsernameKey: pgv1.DefaultUsernameKey, PasswordKey: pgv1.DefaultPasswordKey,
+			Name: "admin", UsernameKey: pgv1.DefaultUsernameKey, PasswordKey: pgv1.DefaultPasswordKey, CAKey: pgv1.DefaultCAKey,
 		},
 	}
 	if diff := cmp.Diff(wantServer, s.Spec); diff != "" {
