@@ -37,7 +37,9 @@ type Spec struct {
 	// Operator says how to start the operator under test.
 	Operator Operator `json:"operator"`
 	// CRDs are files or directories (*.yaml, *.yml, *.json) of the
-	// operator's CustomResourceDefinitions, relative to the file.
+	// operator's CustomResourceDefinitions, relative to the file. Each is
+	// templated with {{env "NAME"}} alone (it is read before anything
+	// starts) and may be a glob (config/crd/*.yaml), which must match.
 	CRDs []string `json:"crds"`
 	// Namespace prefixes the namespace each run creates for the parent,
 	// its Secret and the dependents (the owner namespace); empty is
@@ -618,12 +620,7 @@ func (s *Spec) Validate() error {
 // call this too, so that a wrong path is refused with its field before the
 // control plane starts rather than by testenv once it has.
 func (s *Spec) checkPaths() error {
-	var errs []error
-	for i, p := range s.CRDs {
-		if err := crdPath(s.path(p)); err != nil {
-			errs = append(errs, fmt.Errorf("crds[%d]: %w", i, err))
-		}
-	}
+	_, errs := s.crdPaths()
 	dirs := map[string]string{"operator.dir": s.Operator.Dir}
 	if s.Service != nil {
 		dirs["service.dir"] = s.Service.Dir
@@ -773,6 +770,41 @@ func (s *Spec) path(p string) string {
 		return p
 	}
 	return filepath.Join(s.dir, p)
+}
+
+// crdPaths are the CRD paths the description names, each expanded (env
+// only) and, when a glob, matched; every one checked as crdPath does. Each
+// error names its entry.
+func (s *Spec) crdPaths() ([]string, []error) {
+	var out []string
+	var errs []error
+	for i, p := range s.CRDs {
+		field := fmt.Sprintf("crds[%d]", i)
+		p, err := expand(field, p, Values{})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		paths := []string{s.path(p)}
+		if strings.ContainsAny(p, "*?[") {
+			if paths, err = filepath.Glob(s.path(p)); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q: %w", field, p, err))
+				continue
+			}
+			if len(paths) == 0 {
+				errs = append(errs, fmt.Errorf("%s: %q matches nothing", field, s.path(p)))
+				continue
+			}
+		}
+		for _, path := range paths {
+			if err := crdPath(path); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", field, err))
+				continue
+			}
+			out = append(out, path)
+		}
+	}
+	return out, errs
 }
 
 // program resolves a command's program: a relative path with a slash is

@@ -128,12 +128,19 @@ func TestSelected(t *testing.T) {
 // before anything starts (testenv would say "testenv: CRD path" once the
 // control plane had started).
 func TestLoadRefusesPaths(t *testing.T) {
+	t.Setenv("FINALE_TEST_CRDS", "config/crd")
 	for name, tc := range map[string]struct {
 		files []string
 		extra string
+		crds  string // replaces the description's crds
 		says  []string
+		paths int // CRD paths a valid description names
 	}{
-		"valid":             {files: []string{"config/crd/widgets.yaml"}},
+		"valid":             {files: []string{"config/crd/widgets.yaml"}, paths: 1},
+		"glob":              {files: []string{"config/crd/widgets.yaml", "config/crd/gadgets.yaml", "config/crd/README.md"}, crds: "[config/crd/*.yaml]", paths: 2},
+		"glob, no match":    {files: []string{"config/crd/widgets.yaml"}, crds: "[config/crd/*.json]", says: []string{"crds[0]: ", "config/crd/*.json\" matches nothing"}},
+		"env":               {files: []string{"config/crd/widgets.yaml"}, crds: `['{{env "FINALE_TEST_CRDS"}}']`, paths: 1},
+		"env unset":         {files: []string{"config/crd/widgets.yaml"}, crds: `['{{env "FINALE_TEST_CRDS_UNSET"}}']`, says: []string{"crds[0]: ", "FINALE_TEST_CRDS_UNSET"}},
 		"missing CRD path":  {says: []string{"crds[0]: stat ", "config/crd: no such file or directory"}},
 		"CRD dir, no yaml":  {files: []string{"config/crd/README.md"}, says: []string{"crds[0]: ", "config/crd holds no .yaml, .yml or .json file"}},
 		"missing dir":       {files: []string{"config/crd/widgets.yaml"}, extra: "\n  dir: build", says: []string{"operator.dir: stat ", "build: no such file or directory"}},
@@ -153,13 +160,19 @@ func TestLoadRefusesPaths(t *testing.T) {
 			}
 			file := filepath.Join(dir, "widgets.yaml")
 			text := strings.Replace(validSpec, "  env: {POD_NAMESPACE: '{{.OperatorNamespace}}'}", "  env: {POD_NAMESPACE: '{{.OperatorNamespace}}'}"+tc.extra, 1)
+			if tc.crds != "" {
+				text = strings.Replace(text, "crds: [config/crd]", "crds: "+tc.crds, 1)
+			}
 			if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Load(file)
+			s, err := Load(file)
 			if tc.says == nil {
 				if err != nil {
 					t.Fatalf("Load = %v, want a valid description", err)
+				}
+				if paths, errs := s.crdPaths(); len(paths) != tc.paths || len(errs) > 0 {
+					t.Errorf("CRD paths %q (%v), want %d", paths, errs, tc.paths)
 				}
 				return
 			}

@@ -68,9 +68,9 @@ func newStack(ctx context.Context, spec *Spec, tmp string, log io.Writer) (_ *st
 			st.close()
 		}
 	}()
-	crds := make([]string, len(spec.CRDs))
-	for i, p := range spec.CRDs {
-		crds[i] = spec.path(p)
+	crds, errs := spec.crdPaths()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrSpec, errors.Join(errs...))
 	}
 	progress(log, "starting the control plane (etcd, kube-apiserver, kube-controller-manager) and installing %d CRD path(s)", len(crds))
 	if st.env, err = testenv.Start(ctx, testenv.Options{CRDPaths: crds, Log: log}); err != nil {
