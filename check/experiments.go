@@ -377,8 +377,10 @@ func (r *run) killAt(ctx context.Context, t0 time.Time, moments []time.Duration)
 		if err := sleep(ctx, time.Until(t0.Add(m))); err != nil {
 			return err
 		}
-		n, _ := r.probe.count(ctx)
+		// The kill lands at its drawn moment; the probe (a command that
+		// may take a second) counts after it, while the operator is down.
 		r.kill()
+		n, _ := r.probe.count(ctx)
 		r.event("(the probe listed %d of the run's external resources at the kill)", n)
 		if err := r.start(ctx); err != nil {
 			return err
