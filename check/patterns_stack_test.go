@@ -173,6 +173,49 @@ func wantPattern(t *testing.T, rep check.Report, text string, want map[string]ch
 	}
 }
 
+// pattern is one toy owner, run naive and careful through one experiment:
+// the naive build must break the experiment with exactly broke (and the
+// report name mention), the careful one hold it.
+type pattern struct {
+	name       string
+	start      func(svc *toyService, careful bool) check.StartFunc
+	latency    time.Duration // the toy service's per create
+	parent     *check.Parent // nil: patSpec's
+	experiment string
+	killWindow time.Duration
+	ready      time.Duration // zero: check's default
+	broke      []check.Invariant
+	mention    string
+	// also, when set, asserts more of either build's report.
+	also func(t *testing.T, rep check.Report, text string, careful bool)
+}
+
+func runPattern(t *testing.T, p pattern) {
+	for _, careful := range []bool{false, true} {
+		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
+			svc := newToyService(p.latency)
+			spec := patSpec(p.name, p.start(svc, careful), svc)
+			if p.parent != nil {
+				spec.Parent = *p.parent
+			}
+			spec.Timeouts = check.Timeouts{Ready: metav1Duration(p.ready), Finish: metav1Duration(patFinish)}
+			rep, text := patCheck(t, spec, check.Options{Only: []string{p.experiment}, KillWindow: p.killWindow})
+			want := map[string]check.Verdict{p.experiment: check.Held}
+			var inv map[string][]check.Invariant
+			mention := ""
+			if !careful {
+				want[p.experiment] = check.Broke
+				inv = map[string][]check.Invariant{p.experiment: p.broke}
+				mention = p.mention
+			}
+			wantPattern(t, rep, text, want, inv, mention)
+			if p.also != nil {
+				p.also(t, rep, text, careful)
+			}
+		})
+	}
+}
+
 // --- 1. A tracking object made before the deletion is looked at.
 
 // trackingToy connects to its service the way the operator found did: the
@@ -246,23 +289,11 @@ func startTracking(svc *toyService, careful bool) check.StartFunc {
 // the namespace (order-dependents-first) the same build holds, which is
 // why the defect hid from tests that delete objects, not namespaces.
 func TestPatternTrackingInTerminatingNamespace(t *testing.T) {
-	for _, careful := range []bool{false, true} {
-		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
-			svc := newToyService(0)
-			spec := patSpec("toy-tracking", startTracking(svc, careful), svc)
-			spec.Timeouts = check.Timeouts{Finish: metav1Duration(patFinish)}
-			rep, text := patCheck(t, spec, check.Options{Only: []string{check.OrderAllAtOnce}})
-			want := map[string]check.Verdict{check.OrderAllAtOnce: check.Held}
-			var inv map[string][]check.Invariant
-			mention := ""
-			if !careful {
-				want[check.OrderAllAtOnce] = check.Broke
-				inv = map[string][]check.Invariant{check.OrderAllAtOnce: {check.Finished, check.NoLeak}}
-				mention = "ConfigMap dep-0 [" + patFinalizer + "]" // left behind, with its cleanup finalizer
-			}
-			wantPattern(t, rep, text, want, inv, mention)
-		})
-	}
+	runPattern(t, pattern{
+		name: "toy-tracking", start: startTracking, experiment: check.OrderAllAtOnce,
+		broke:   []check.Invariant{check.Finished, check.NoLeak},
+		mention: "ConfigMap dep-0 [" + patFinalizer + "]", // left behind, with its cleanup finalizer
+	})
 }
 
 // --- 2. A create-pending marker a crash leaves behind.
@@ -355,26 +386,17 @@ func startPending(svc *toyService, careful bool) check.StartFunc {
 const pendingLatency = time.Second
 
 func TestPatternPendingMarkerAfterCrash(t *testing.T) {
-	for _, careful := range []bool{false, true} {
-		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
-			svc := newToyService(pendingLatency)
-			spec := patSpec("toy-pending", startPending(svc, careful), svc)
-			spec.Timeouts = check.Timeouts{Ready: metav1Duration(patReady), Finish: metav1Duration(patFinish)}
-			rep, text := patCheck(t, spec, check.Options{Only: []string{check.KillDuringCreates}, KillWindow: 2 * pendingLatency})
-			want := map[string]check.Verdict{check.KillDuringCreates: check.Held}
-			var inv map[string][]check.Invariant
-			mention := ""
-			if !careful {
-				want[check.KillDuringCreates] = check.Broke
-				inv = map[string][]check.Invariant{check.KillDuringCreates: {check.Ready, check.Finished}}
-				mention = "[" + patFinalizer + "]" // an owner left behind, waiting on its marker
-			}
-			wantPattern(t, rep, text, want, inv, mention)
+	runPattern(t, pattern{
+		name: "toy-pending", start: startPending, latency: pendingLatency,
+		experiment: check.KillDuringCreates, killWindow: 2 * pendingLatency, ready: patReady,
+		broke:   []check.Invariant{check.Ready, check.Finished},
+		mention: "[" + patFinalizer + "]", // an owner left behind, waiting on its marker
+		also: func(t *testing.T, rep check.Report, _ string, _ bool) {
 			if r := rep.Experiments[0].Runs[0]; r.Kills != 2 {
 				t.Errorf("kills = %d, want 2 (quick)", r.Kills)
 			}
-		})
-	}
+		},
+	})
 }
 
 // --- 3. A parent finalizer each dependent keeps for the other.
@@ -523,36 +545,24 @@ func startConn(svc *toyService, careful bool) check.StartFunc {
 // resources are gone (no leak), the namespace is not. The careful build
 // holds.
 func TestPatternParentFinalizerKeptForTheOther(t *testing.T) {
-	for _, careful := range []bool{false, true} {
-		t.Run(map[bool]string{false: "naive", true: "careful"}[careful], func(t *testing.T) {
-			svc := newToyService(0)
-			spec := patSpec("toy-conn", startConn(svc, careful), svc)
-			// The operator would add patInUse when the first dependent
-			// uses the connection; the template carries it to keep the
-			// toy to the release, where the defect is.
-			spec.Parent = check.Parent{
-				Secret: `{apiVersion: v1, kind: Secret, metadata: {name: conn-login}}`,
-				Object: `{apiVersion: v1, kind: ConfigMap, metadata: {name: conn, finalizers: [` + patInUse + `]}}`,
+	runPattern(t, pattern{
+		name: "toy-conn", start: startConn, experiment: check.OrderAllAtOnce,
+		// The operator would add patInUse when the first dependent uses
+		// the connection; the template carries it to keep the toy to the
+		// release, where the defect is.
+		parent: &check.Parent{
+			Secret: `{apiVersion: v1, kind: Secret, metadata: {name: conn-login}}`,
+			Object: `{apiVersion: v1, kind: ConfigMap, metadata: {name: conn, finalizers: [` + patInUse + `]}}`,
+		},
+		broke:   []check.Invariant{check.Finished},
+		mention: "ConfigMap conn [" + patInUse + "]", // the connection, left behind
+		// The dependents went, the connection stayed: the report blames
+		// the connection's own release, not the experiment's fault (the
+		// namespace's order), and gives no fix for it.
+		also: func(t *testing.T, rep check.Report, text string, careful bool) {
+			if run := rep.Experiments[0].Runs[0]; !careful && (!strings.Contains(run.Cause, "ConfigMap conn ("+patInUse+")") || strings.Contains(text, "  fix: ")) {
+				t.Errorf("cause %q, want the connection blamed and no fix line:\n%s", run.Cause, text)
 			}
-			spec.Timeouts = check.Timeouts{Finish: metav1Duration(patFinish)}
-			rep, text := patCheck(t, spec, check.Options{Only: []string{check.OrderAllAtOnce}})
-			want := map[string]check.Verdict{check.OrderAllAtOnce: check.Held}
-			var inv map[string][]check.Invariant
-			mention := ""
-			if !careful {
-				want[check.OrderAllAtOnce] = check.Broke
-				inv = map[string][]check.Invariant{check.OrderAllAtOnce: {check.Finished}}
-				mention = "ConfigMap conn [" + patInUse + "]" // the connection, left behind
-			}
-			wantPattern(t, rep, text, want, inv, mention)
-			// The dependents went, the connection stayed: the report
-			// blames the connection's own release, not the experiment's
-			// fault (the namespace's order), and gives no fix for it.
-			if !careful {
-				if run := rep.Experiments[0].Runs[0]; !strings.Contains(run.Cause, "ConfigMap conn ("+patInUse+")") || strings.Contains(text, "  fix: ") {
-					t.Errorf("cause %q, want the connection blamed and no fix line:\n%s", run.Cause, text)
-				}
-			}
-		})
-	}
+		},
+	})
 }
