@@ -145,10 +145,10 @@
 // finalizers takes at least about 8 seconds of the namespace controller's
 // own (it looks again after half its 15-second estimate), so a run takes
 // 8 to 25 seconds. Measured on 2 shared cores (docs/benchmarks.md): --quick (at most 2
-// dependents, one run per experiment, two kills per crash run: 11 runs, 5
-// kills) in 2.5 to 3 minutes, the default (3 runs of each crash experiment,
-// 3 kills each: 15 runs, 19 kills) in 3 to 3.5, before escaped (one run
-// more, about 25 seconds with the reference operator's sweeper settings).
+// dependents, one run per experiment, two kills per crash run) on the
+// reference operator: 12 runs, 6 kills, 3 minutes 14 seconds; the default
+// (3 runs of each crash experiment, 3 kills each) took about 20 seconds
+// more than --quick when last measured.
 //
 // # Threat model
 //
