@@ -56,50 +56,15 @@ const clockTick = 100
 // so that a benchmark can say which component its work costs: take one
 // snapshot before and one after, and subtract (Sub).
 func CPUByCommand() (map[string]time.Duration, error) {
-	dirs, err := os.ReadDir("/proc")
+	stats, err := readStats()
 	if err != nil {
-		return nil, fmt.Errorf("procstat: %w", err)
+		return nil, err
 	}
 	out := map[string]time.Duration{}
-	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue // exited since the listing
-		}
-		comm, ticks, err := parseStat(string(b))
-		if err != nil {
-			return nil, err
-		}
-		out[comm] += time.Duration(ticks) * time.Second / clockTick
+	for _, st := range stats {
+		out[st.comm] += ticks(st.self)
 	}
 	return out, nil
-}
-
-// parseStat returns the comm and utime+stime of one /proc/PID/stat line.
-// comm is in parentheses and may itself hold spaces and parentheses, so the
-// fields after it are found from the last ')'.
-func parseStat(s string) (string, int64, error) {
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open {
-		return "", 0, fmt.Errorf("procstat: malformed stat line %q", s)
-	}
-	// After ") ": state is field 3 of the line, utime field 14, stime 15.
-	f := strings.Fields(s[closing+1:])
-	if len(f) < 13 {
-		return "", 0, fmt.Errorf("procstat: short stat line %q", s)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return "", 0, fmt.Errorf("procstat: stat line %q: %w", s, err)
-		}
-		ticks += n
-	}
-	return s[open+1 : closing], ticks, nil
 }
 
 // Sub returns after minus before per command, leaving out commands that
@@ -122,11 +87,40 @@ func Sub(after, before map[string]time.Duration, least time.Duration) map[string
 // machine (another test's API server or PostgreSQL) is not charged to
 // this one; PostgreSQL's backends are the postmaster's children.
 func CPUOfTrees(pids map[string]int) (map[string]time.Duration, error) {
-	stats := map[int]stat{}
+	stats, err := readStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]time.Duration, len(pids))
+	for name, pid := range pids {
+		n := stats[pid].self + stats[pid].children
+		for _, st := range stats {
+			if st.ppid == pid {
+				n += st.self
+			}
+		}
+		out[name] = ticks(n)
+	}
+	return out, nil
+}
+
+func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / clockTick }
+
+// stat is what this package reads of one /proc/PID/stat line; the times
+// in ticks.
+type stat struct {
+	comm           string
+	ppid           int
+	self, children int64
+}
+
+// readStats reads the stat line of every live process, by PID.
+func readStats() (map[int]stat, error) {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("procstat: %w", err)
 	}
+	stats := map[int]stat{}
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -136,38 +130,25 @@ func CPUOfTrees(pids map[string]int) (map[string]time.Duration, error) {
 		if err != nil {
 			continue // exited since the listing
 		}
-		st, err := parseTree(string(b))
+		st, err := parseStat(string(b))
 		if err != nil {
 			return nil, err
 		}
 		stats[pid] = st
 	}
-	out := make(map[string]time.Duration, len(pids))
-	for name, pid := range pids {
-		ticks := stats[pid].self + stats[pid].children
-		for _, st := range stats {
-			if st.ppid == pid {
-				ticks += st.self
-			}
-		}
-		out[name] = time.Duration(ticks) * time.Second / clockTick
-	}
-	return out, nil
+	return stats, nil
 }
 
-// stat is what CPUOfTrees reads of one /proc/PID/stat line, in ticks.
-type stat struct {
-	ppid           int
-	self, children int64
-}
-
-func parseTree(s string) (stat, error) {
-	closing := strings.LastIndexByte(s, ')')
-	if closing < 0 {
+// parseStat reads one /proc/PID/stat line. comm is in parentheses and may
+// itself hold spaces and parentheses, so the fields after it are found
+// from the last ')'.
+func parseStat(s string) (stat, error) {
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
 		return stat{}, fmt.Errorf("procstat: malformed stat line %q", s)
 	}
-	// After ") ": state, ppid, ...; utime and stime are fields 14 and 15
-	// of the line, cutime and cstime 16 and 17.
+	// After ") ": state is field 3 of the line, ppid 4, utime and stime
+	// 14 and 15, cutime and cstime 16 and 17.
 	f := strings.Fields(s[closing+1:])
 	if len(f) < 15 {
 		return stat{}, fmt.Errorf("procstat: short stat line %q", s)
@@ -180,5 +161,5 @@ func parseTree(s string) (stat, error) {
 		}
 		n[i] = x
 	}
-	return stat{ppid: int(n[0]), self: n[1] + n[2], children: n[3] + n[4]}, nil
+	return stat{comm: s[open+1 : closing], ppid: int(n[0]), self: n[1] + n[2], children: n[3] + n[4]}, nil
 }

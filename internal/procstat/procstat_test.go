@@ -46,14 +46,14 @@ func TestParseStat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			comm, ticks, err := parseStat(tt.line)
+			st, err := parseStat(tt.line)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("parseStat error = %v, want error %v", err, tt.wantErr)
 			}
 			if tt.wantErr {
 				return
 			}
-			if diff := cmp.Diff([]any{tt.comm, tt.ticks}, []any{comm, ticks}); diff != "" {
+			if diff := cmp.Diff([]any{tt.comm, tt.ticks}, []any{st.comm, st.self}); diff != "" {
 				t.Fatalf("parseStat (-want +got):\n%s", diff)
 			}
 		})
