@@ -51,24 +51,8 @@ func MiB(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 // 100 on every Linux architecture Go supports.
 const clockTick = 100
 
-// CPUByCommand returns the CPU time (user + system) every live process has
-// used so far, summed by command name (the comm field of /proc/PID/stat),
-// so that a benchmark can say which component its work costs: take one
-// snapshot before and one after, and subtract (Sub).
-func CPUByCommand() (map[string]time.Duration, error) {
-	stats, err := readStats()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]time.Duration{}
-	for _, st := range stats {
-		out[st.comm] += ticks(st.self)
-	}
-	return out, nil
-}
-
-// Sub returns after minus before per command, leaving out commands that
-// used less than least in between.
+// Sub returns after minus before per key, leaving out keys that used
+// less than least in between.
 func Sub(after, before map[string]time.Duration, least time.Duration) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for k, v := range after {
@@ -82,10 +66,10 @@ func Sub(after, before map[string]time.Duration, least time.Duration) map[string
 // CPUOfTrees returns the CPU time (user + system) each named process and
 // its direct children have used so far: the process's own, what its
 // children that exited and were reaped used (cutime and cstime), and its
-// live children's own. Keyed as pids is. Unlike CPUByCommand it counts
-// only these processes, so that another stack of the same commands on the
-// machine (another test's API server or PostgreSQL) is not charged to
-// this one; PostgreSQL's backends are the postmaster's children.
+// live children's own. Keyed as pids is. It counts only these processes,
+// so that another stack of the same commands on the machine (another
+// test's API server or PostgreSQL) is not charged to this one;
+// PostgreSQL's backends are the postmaster's children.
 func CPUOfTrees(pids map[string]int) (map[string]time.Duration, error) {
 	stats, err := readStats()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,10 +36,8 @@ import (
 type Stack struct {
 	Config   *rest.Config
 	Postgres *pgserver.Server
-	// ControlPlane, when set, is Config's control plane: CPU is then
-	// charged to its processes, PostgreSQL's and this one's by process ID.
-	// Without it, every process on the machine named like a stack
-	// component is charged, another test's API server included.
+	// ControlPlane is Config's control plane: CPU is charged to its
+	// processes, PostgreSQL's and this one's by process ID.
 	ControlPlane *controlplane.ControlPlane
 	// Log, when set, hears of progress (a 1,000-Role run takes minutes).
 	Log io.Writer
@@ -522,15 +519,13 @@ func readyCount(l *v1alpha1.RoleList) int {
 	return n
 }
 
-// stackProcesses are the commands whose CPU a run is charged: what the
-// operator's work costs, wherever it lands.
-var stackProcesses = []string{"kube-apiserver", "etcd", "kube-controller", "postgres"}
-
-// cpu is the CPU time the stack's processes have used so far, by process:
-// by ID when the control plane is known, else by command name.
+// cpu is the CPU time the stack's processes (its control plane's,
+// PostgreSQL's and this one's, each with its children) have used so far,
+// by process ID: a process named like a stack component but belonging to
+// another stack on the machine is not charged.
 func (s Stack) cpu() (map[string]time.Duration, error) {
 	if s.ControlPlane == nil || s.Postgres == nil {
-		return procstat.CPUByCommand()
+		return nil, errors.New("bench: Stack.ControlPlane and Stack.Postgres are needed to charge CPU to the stack's processes")
 	}
 	pids := s.ControlPlane.PIDs()
 	pids["postgres"] = s.Postgres.PID()
@@ -539,18 +534,9 @@ func (s Stack) cpu() (map[string]time.Duration, error) {
 }
 
 func stackCPU(after, before map[string]time.Duration) time.Duration {
-	d := procstat.Sub(after, before, 0)
-	if _, byPID := d["self"]; byPID {
-		var sum time.Duration
-		for _, v := range d {
-			sum += v
-		}
-		return sum
-	}
-	self, _ := os.ReadFile("/proc/self/comm") // this process's own command
 	var sum time.Duration
-	for _, p := range append(stackProcesses, strings.TrimSpace(string(self))) {
-		sum += d[p]
+	for _, v := range procstat.Sub(after, before, 0) {
+		sum += v
 	}
 	return sum
 }
