@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -128,10 +127,7 @@ const listPageSize = 500
 
 // approve approves r for the object that claims it, if one does.
 func (s *ConfigMapStore) approve(ctx context.Context, live client.Reader, r *Record, dryRun bool) (Approval, error) {
-	a := Approval{Record: ConfigMapName(r.Owner.UID), Owner: r.Owner}
-	if r.Source != nil {
-		a.Record = r.Source.Name
-	}
+	a := Approval{Record: s.recordName(r), Owner: r.Owner}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(r.Owner.GroupVersionKind())
 	switch err := live.Get(ctx, client.ObjectKey{Namespace: r.Owner.Namespace, Name: r.Owner.Name}, obj); {
@@ -141,7 +137,7 @@ func (s *ConfigMapStore) approve(ctx context.Context, live client.Reader, r *Rec
 	case err != nil:
 		return a, fmt.Errorf("ledger: look up the claimant of %s: %w", r.Owner, err)
 	}
-	if obj.GetUID() == r.Owner.UID || obj.GetAnnotations()[AnnotationUID] != string(r.Owner.UID) {
+	if !r.Owner.ClaimedBy(obj) {
 		a.Outcome = NotClaimed
 		return a, nil
 	}
@@ -154,15 +150,7 @@ func (s *ConfigMapStore) approve(ctx context.Context, live client.Reader, r *Rec
 	if dryRun {
 		return a, nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": r.Version,
-		"annotations":     map[string]any{AnnotationApproval: string(a.Claimant)},
-	}})
-	if err != nil {
-		return a, fmt.Errorf("ledger: approve %s: %w", a.Record, err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: a.Record}}
-	if err := s.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if _, err := s.annotate(ctx, r, map[string]any{AnnotationApproval: string(a.Claimant)}); err != nil {
 		return a, fmt.Errorf("ledger: approve %s for %s: %w", a.Record, a.Claimant, err)
 	}
 	return a, nil

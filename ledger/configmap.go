@@ -348,10 +348,6 @@ func noteOf(cm *corev1.ConfigMap) Note {
 // r.Version and r.Note. The zero Note removes them. A merge patch: the
 // record's data and its other annotations are left as they are.
 func (s *ConfigMapStore) Note(ctx context.Context, r *Record, n Note) error {
-	name := ConfigMapName(r.Owner.UID)
-	if r.Source != nil && r.Source.Name != "" {
-		name = r.Source.Name
-	}
 	ann := map[string]any{AnnotationSweepState: nil, AnnotationSweepClass: nil, AnnotationSweepSince: nil, AnnotationSweepUntil: nil}
 	if n.State != "" {
 		ann[AnnotationSweepState] = n.State
@@ -363,16 +359,9 @@ func (s *ConfigMapStore) Note(ctx context.Context, r *Record, n Note) error {
 			ann[AnnotationSweepUntil] = n.Until.UTC().Format(timeLayout)
 		}
 	}
-	meta := map[string]any{"annotations": ann}
-	if r.Version != "" {
-		meta["resourceVersion"] = r.Version
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	name := s.recordName(r)
+	cm, err := s.annotate(ctx, r, ann)
 	if err != nil {
-		return fmt.Errorf("ledger: note on record %s/%s: %w", s.namespace, name, err)
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: name}}
-	if err := s.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return fmt.Errorf("%w: %s/%s: %w", ErrConflict, s.namespace, name, err)
 		}
@@ -381,6 +370,31 @@ func (s *ConfigMapStore) Note(ctx context.Context, r *Record, n Note) error {
 	r.Version = cm.ResourceVersion
 	r.Note = noteOf(cm)
 	return nil
+}
+
+// recordName is the name of r's ConfigMap: where it was read from, else
+// the name its owner's UID gives.
+func (s *ConfigMapStore) recordName(r *Record) string {
+	if r.Source != nil && r.Source.Name != "" {
+		return r.Source.Name
+	}
+	return ConfigMapName(r.Owner.UID)
+}
+
+// annotate merges ann into the annotations of r's ConfigMap (a nil value
+// removes one), only if the record is still at r.Version when that is
+// set; the record's data and its other annotations are left as they are.
+func (s *ConfigMapStore) annotate(ctx context.Context, r *Record, ann map[string]any) (*corev1.ConfigMap, error) {
+	meta := map[string]any{"annotations": ann}
+	if r.Version != "" {
+		meta["resourceVersion"] = r.Version
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.namespace, Name: s.recordName(r)}}
+	return cm, s.c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
 }
 
 // decodeLegacy reads a record of LegacySchemaVersion as the previous

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -59,6 +60,13 @@ func (o Owner) String() string {
 		return fmt.Sprintf("%s %s (uid %s)", o.Kind, o.Name, o.UID)
 	}
 	return fmt.Sprintf("%s %s/%s (uid %s)", o.Kind, o.Namespace, o.Name, o.UID)
+}
+
+// ClaimedBy reports whether obj, found under o's kind, namespace and name,
+// is another object (another UID) that claims o's resources: its
+// AnnotationUID names o's UID, as a restored object's does.
+func (o Owner) ClaimedBy(obj metav1.Object) bool {
+	return obj.GetUID() != o.UID && obj.GetAnnotations()[AnnotationUID] == string(o.UID)
 }
 
 func (o Owner) validate() error {

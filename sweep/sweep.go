@@ -754,7 +754,7 @@ func (p *pass) owner(ctx context.Context, r *ledger.Record, rd client.Reader) (o
 		return alive, nil, fmt.Errorf("sweep: look up %s: %w", r.Owner, err)
 	case obj.GetUID() == r.Owner.UID:
 		return alive, nil, nil
-	case obj.GetAnnotations()[ledger.AnnotationUID] != string(r.Owner.UID):
+	case !r.Owner.ClaimedBy(obj):
 		return gone, nil, nil
 	}
 	return namesake, obj, nil

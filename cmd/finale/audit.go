@@ -878,7 +878,7 @@ func (a auditor) ownerState(ctx context.Context, o ledger.Owner) (string, error)
 		return ownerGone, nil
 	case err != nil:
 		return ownerUnknown, err
-	case obj.UID != o.UID && obj.Annotations[ledger.AnnotationUID] == string(o.UID):
+	case o.ClaimedBy(&obj):
 		return ownerRecreated, nil
 	case obj.UID != o.UID:
 		return ownerGone, nil // a namesake that does not claim the record
