@@ -536,7 +536,7 @@ func (l *Ledger) create(ctx context.Context, rec *Record, create CreateFunc) ([]
 // create attempt, even if the IDs are unchanged, so that the settle window
 // never counts from an older attempt. A zero attempt leaves the time alone.
 func (l *Ledger) Observe(ctx context.Context, uid types.UID, conn Prover, ids []string, attempt time.Time) (*Record, error) {
-	r, err := l.current(ctx, uid)
+	r, err := l.Current(ctx, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -742,11 +742,6 @@ func (r *Record) ClaimApproved(claimant, namespaceUID types.UID) bool {
 // gets that from the store: a record is remembered only while it exists
 // as far as this ledger knows.
 func (l *Ledger) Current(ctx context.Context, uid types.UID) (*Record, error) {
-	return l.current(ctx, uid)
-}
-
-// current is uid's record: as remembered, or read and authenticated.
-func (l *Ledger) current(ctx context.Context, uid types.UID) (*Record, error) {
 	if r := l.recall(uid); r != nil {
 		return r, nil
 	}
