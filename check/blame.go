@@ -8,11 +8,12 @@ import (
 // notTheExperiments says why a broken run's failure is not the one its
 // experiment puts in, or "" when it is (then the experiment's fix applies).
 // The one case told apart: the deletion did not finish, every dependent is
-// gone, and what kept the namespace is another object's finalizer. The
-// experiment's fault (a frozen transport, a kill, an order) was survived by
-// every cleanup it could touch; the object left waits on something no
-// dependent holds any more, such as a finalizer each dependent keeps for
-// another, or a release that waits for an event that never comes.
+// gone, and what kept the deletion is another object's finalizer (in the
+// namespace, or a cluster-scoped object of the run). The experiment's
+// fault (a frozen transport, a kill, an order) was survived by every
+// cleanup it could touch; the object left waits on something no dependent
+// holds any more, such as a finalizer each dependent keeps for another, or
+// a release that waits for an event that never comes.
 func notTheExperiments(res RunReport, dependents []Object) string {
 	if len(res.LeftBehind) == 0 {
 		return ""
@@ -39,6 +40,6 @@ func notTheExperiments(res RunReport, dependents []Object) string {
 	return fmt.Sprintf(blameLeftover, strings.Join(held, "; "))
 }
 
-const blameLeftover = "not this experiment's fault: every dependent was cleaned up and gone, and the namespace was kept by %s: " +
+const blameLeftover = "not this experiment's fault: every dependent was cleaned up and gone, and the deletion was kept by %s: " +
 	"look at that object's own deletion (a finalizer its reconciler releases only when something no dependent holds any more happens, " +
 	"or one each dependent keeps for another)"

@@ -67,7 +67,11 @@
 // (records, leases, keys: {{.OperatorNamespace}}), a fresh operator
 // process, the Secret, the parent and the dependents, and waits until the
 // probe lists every resource they make (and, with readyCondition, every
-// dependent is ready). Then, by experiment (Experiments, Names):
+// dependent is ready). The parent and the dependents may be cluster-scoped
+// (the control plane says which kinds are): they are then created in no
+// namespace, their names must hold the run ({{.Run}}), and each run
+// deletes them itself with the owner namespace. Then, by experiment
+// (Experiments, Names):
 //
 //   - order-all-at-once, order-dependents-first, order-parent-first,
 //     order-secret-first, order-foreground: the namespace deleted at once,

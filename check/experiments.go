@@ -26,6 +26,9 @@ type Experiment struct {
 	skip func(*Spec) string
 	run  func(ctx context.Context, r *run) error
 	note func(*stack) string
+	// notFor, when set, says why the experiment does not apply to the
+	// world's scopes ("" when it does).
+	notFor func(scopes) string
 }
 
 // Experiment names.
@@ -283,6 +286,12 @@ func Experiments() []*Experiment {
 			skip: func(s *Spec) string {
 				if s.Results == nil {
 					return "the description gives no results (result-capture children)"
+				}
+				return ""
+			},
+			notFor: func(sc scopes) string {
+				if sc.children {
+					return reasonClusterChildren
 				}
 				return ""
 			},

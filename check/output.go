@@ -103,7 +103,7 @@ func writeBrokenText(w io.Writer, e Result, run RunReport) {
 			if o.Deleting > 0 {
 				del = Duration(time.Duration(o.Deleting).Round(time.Second)).String()
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", o.Namespace, o.Kind, o.Name, del, strings.Join(o.Finalizers, ","))
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", namespaceCell(o), o.Kind, o.Name, del, strings.Join(o.Finalizers, ","))
 		}
 		_ = tw.Flush()
 	}
@@ -135,6 +135,18 @@ func writeBrokenText(w io.Writer, e Result, run RunReport) {
 		fmt.Fprintf(w, "    %8s  %s\n", "+"+ev.At.String(), ev.What)
 	}
 }
+
+// namespaceCell is an object's namespace, or clusterScoped for an object
+// in none.
+func namespaceCell(o Object) string {
+	if o.Namespace == "" {
+		return clusterScoped
+	}
+	return o.Namespace
+}
+
+// clusterScoped stands where a cluster-scoped object's namespace would.
+const clusterScoped = "(cluster)"
 
 // WriteJSON writes the report as indented JSON.
 func (r Report) WriteJSON(w io.Writer) error {
@@ -207,7 +219,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 			if len(run.LeftBehind) > 0 {
 				fmt.Fprintln(w, "\nLeft behind:\n\n| namespace | kind | name | deleting for | finalizers |\n|---|---|---|---|---|")
 				for _, o := range run.LeftBehind {
-					fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", o.Namespace, o.Kind, o.Name, o.Deleting, strings.Join(o.Finalizers, ", "))
+					fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", namespaceCell(o), o.Kind, o.Name, o.Deleting, strings.Join(o.Finalizers, ", "))
 				}
 			}
 			for _, c := range run.Conditions {

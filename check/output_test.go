@@ -14,9 +14,12 @@ func sampleReport() Report {
 		Seed: 7, Verdict: Broke, Elapsed: Duration(31 * time.Second), Expected: 2, Seen: 2, Leaked: []string{"role chk_a_0"},
 		Faults:     []string{"froze 1 established connection(s) of db"},
 		Violations: []Violation{{Finished, "namespace(s) pg-a not gone 30s after the deletion: Role role-0 [cleanup]"}, {NoLeak, "1 external resource(s) left: role chk_a_0"}},
-		LeftBehind: []Object{{Kind: "Role", Namespace: "pg-a", Name: "role-0", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/cleanup"}}},
-		Timeline:   []Event{{At: Duration(700 * time.Millisecond), What: "fault: froze 1 | <conn>"}},
-		Reproduce:  "finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
+		LeftBehind: []Object{
+			{Kind: "Role", Namespace: "pg-a", Name: "role-0", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/cleanup"}},
+			{Kind: "Hub", Name: "hub-a", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/hold"}},
+		},
+		Timeline:  []Event{{At: Duration(700 * time.Millisecond), What: "fault: froze 1 | <conn>"}},
+		Reproduce: "finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
 	}
 	return Report{
 		Operator: "widgets", Seed: 7, Elapsed: Duration(time.Minute), Setup: Duration(4 * time.Second),
@@ -45,6 +48,7 @@ func TestWriteText(t *testing.T) {
 		"reproduce: finale check -f op.yaml --seed 7 --only transport-freeze --runs 1",
 		"violation finished: namespace(s) pg-a not gone",
 		"pg-a       Role  role-0  31s           example.com/cleanup",
+		"(cluster)  Hub   hub-a   31s           example.com/hold",
 		"    role chk_a_0",
 		"skipped transport-stall: no http2 fault point",
 		"results-stalled    BROKE    1     0s    9s            0       0           1     0",
@@ -82,7 +86,7 @@ func TestWriteMarkdownAndHTML(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| transport-freeze | **broke** | 1 |", "| results-stalled | **broke** | 1 | 0s | 9s | 0 | 0 | 1 | 0 |", "- **no-lost-result**: 1 result(s)", "Results lost (2 produced; these by a child now gone, never persisted by its owner):\n\n```\nwf-0-123\n```", "## Broke: transport-freeze, seed 7", "| +700ms | fault: froze 1 \\| <conn> |"} {
+	for _, want := range []string{"| transport-freeze | **broke** | 1 |", "| results-stalled | **broke** | 1 | 0s | 9s | 0 | 0 | 1 | 0 |", "- **no-lost-result**: 1 result(s)", "Results lost (2 produced; these by a child now gone, never persisted by its owner):\n\n```\nwf-0-123\n```", "## Broke: transport-freeze, seed 7", "| (cluster) | Hub | hub-a | 31s | example.com/hold |", "| +700ms | fault: froze 1 \\| <conn> |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md.String())
 		}

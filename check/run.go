@@ -94,6 +94,12 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 		return rep, err
 	}
 	defer st.close()
+	if st.scopes, err = spec.checkScopes(mapperScope(st.c.RESTMapper())); err != nil {
+		return rep, err
+	}
+	if note := st.scopes.note(); note != "" {
+		rep.Notes = append(rep.Notes, note)
+	}
 	rep.Setup = Duration(time.Since(t0))
 	if spec.Results == nil {
 		rep.Notes = append(rep.Notes, noteResults)
@@ -101,7 +107,11 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 	first := true
 	for k, e := range exps {
 		res := Result{Name: e.Name, Description: e.Description, Fix: e.Fix}
-		if reason := e.skip(spec); reason != "" {
+		reason := e.skip(spec)
+		if reason == "" && e.notFor != nil {
+			reason = e.notFor(st.scopes)
+		}
+		if reason != "" {
 			res.Verdict, res.Reason = Skipped, reason
 			progress(opts.Progress, "%-28s skipped: %s", e.Name, reason)
 			rep.Experiments = append(rep.Experiments, res)
@@ -204,6 +214,12 @@ type run struct {
 	dependents     []*unstructured.Unstructured
 	probe          *prober
 	results        *resultTracker
+	// cluster are the world's objects the run created that are
+	// cluster-scoped: no namespace deletion reaches them.
+	cluster []*unstructured.Unstructured
+	// opCluster are operator.manifests' cluster-scoped objects, removed
+	// at the run's end.
+	opCluster []*unstructured.Unstructured
 
 	tmu sync.Mutex // guards res.Timeline, which the prober appends to
 }
@@ -327,9 +343,14 @@ func (r *run) begin(ctx context.Context) error {
 			return err
 		}
 		for _, o := range objs {
-			o.SetNamespace(r.opNS)
+			if !r.st.scopes.clusterScoped(o) {
+				o.SetNamespace(r.opNS)
+			}
 			if err := r.st.c.Create(ctx, o); err != nil {
 				return fmt.Errorf("operator.manifests: create %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			if o.GetNamespace() == "" {
+				r.opCluster = append(r.opCluster, o)
 			}
 		}
 	}
@@ -352,15 +373,7 @@ func (r *run) namespace(ctx context.Context, prefix string) (string, error) {
 }
 
 func (r *run) manifests(field, text string, v Values) ([]*unstructured.Unstructured, error) {
-	out, err := expand(field, text, v)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := decodeManifests(out)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
-	}
-	return objs, nil
+	return r.spec.objects(field, text, v)
 }
 
 // start starts the operator (again).
@@ -464,10 +477,11 @@ func (r *run) create(ctx context.Context) error {
 		parents = append(parents, r.parent)
 	}
 	for _, o := range parents {
-		o.SetNamespace(r.ns)
+		r.place(o)
 		if err := r.st.c.Create(ctx, o); err != nil {
 			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
+		r.created(o)
 		created += fmt.Sprintf(" %s %s,", o.GetKind(), o.GetName())
 	}
 	if len(parents) > 0 {
@@ -482,10 +496,11 @@ func (r *run) create(ctx context.Context) error {
 			return err
 		}
 		o := objs[0]
-		o.SetNamespace(r.ns)
+		r.place(o)
 		if err := r.st.c.Create(ctx, o); err != nil {
 			return fmt.Errorf("create %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
+		r.created(o)
 		r.dependents = append(r.dependents, o)
 	}
 	if r.spec.hasProbe() {
@@ -629,6 +644,9 @@ func (r *run) deleteNamespaces(ctx context.Context, names []string, opts ...clie
 		}
 	}
 	r.event("namespace(s) %s deletion asked", strings.Join(names, ", "))
+	if slices.Contains(names, r.ns) {
+		return r.deleteCluster(ctx, opts...)
+	}
 	return nil
 }
 
@@ -664,6 +682,11 @@ const (
 // timeouts.finish from since, and records the finished invariant.
 func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespaces ...string) bool {
 	what := "namespace(s) " + strings.Join(namespaces, ", ")
+	var cluster []*unstructured.Unstructured
+	if slices.Contains(namespaces, r.ns) && len(r.cluster) > 0 {
+		cluster = r.cluster // deleted with the owner namespace
+		what += " and the run's cluster-scoped objects"
+	}
 	finished := r.waitEnd(ctx, since, what, func(ctx context.Context) (bool, error) {
 		for _, n := range namespaces {
 			err := r.st.c.Get(ctx, client.ObjectKey{Name: n}, &corev1.Namespace{})
@@ -671,7 +694,7 @@ func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespace
 				return false, nil // there, or a transient error: look again
 			}
 		}
-		return true, nil
+		return r.objectsGone(cluster)(ctx)
 	}, namespaces)
 	if finished {
 		r.res.Finish = Duration(time.Since(since))
@@ -693,6 +716,7 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 	if lerr != nil {
 		r.note("listing what was left failed: %v", lerr)
 	}
+	left = append(left, r.clusterLeft(ctx)...)
 	for _, l := range left {
 		r.res.LeftBehind = append(r.res.LeftBehind, Object{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name, Deleting: Duration(l.Deleting), Finalizers: l.Finalizers})
 	}
@@ -800,6 +824,9 @@ func (r *run) cleanup(ctx context.Context) {
 		r.op.stop(r.spec.grace())
 	}
 	ctx = context.WithoutCancel(ctx)
+	if err := r.releaseCluster(ctx); err != nil {
+		r.note("releasing the cluster-scoped objects: %v", err)
+	}
 	var nss []string
 	for _, n := range []string{r.ns, r.opNS} {
 		if n != "" {

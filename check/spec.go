@@ -97,7 +97,8 @@ type Operator struct {
 	// Manifests are created in the operator's namespace before each run's
 	// operator starts (objects an admin would create there: a connection
 	// the sweeper may use, a config map), templated; several documents
-	// separated by "---".
+	// separated by "---". A cluster-scoped one (a ClusterRole) is created
+	// in no namespace, named per run, and removed at the run's end.
 	Manifests string `json:"manifests,omitempty"`
 	// Grace is how long a stopped operator has between SIGTERM and
 	// SIGKILL; zero is 10s. (A kill is SIGKILL at once.)
@@ -177,7 +178,8 @@ type FaultPoint struct {
 }
 
 // Parent is the connection object and its credential Secret, created in
-// the owner namespace in that order, before the dependents.
+// the owner namespace (a cluster-scoped parent in none) in that order,
+// before the dependents.
 type Parent struct {
 	// Secret is the credential Secret's manifest, templated; optional, for
 	// a parent that needs no credentials (order-secret-first is then
@@ -615,12 +617,13 @@ func (s *Spec) Validate() error {
 
 // checkPaths checks the paths the description names on this machine: each
 // CRD path a file, or a directory holding a .yaml, .yml or .json file (what
-// testenv installs), and the working directories directories. Parse checks
+// testenv installs), the working directories directories, and the names of
+// the objects whose kinds the CRD files declare cluster-scoped. Parse checks
 // the text alone (it may describe another machine's files); Load and Run
 // call this too, so that a wrong path is refused with its field before the
 // control plane starts rather than by testenv once it has.
 func (s *Spec) checkPaths() error {
-	_, errs := s.crdPaths()
+	crds, errs := s.crdPaths()
 	dirs := map[string]string{"operator.dir": s.Operator.Dir}
 	if s.Service != nil {
 		dirs["service.dir"] = s.Service.Dir
@@ -639,7 +642,11 @@ func (s *Spec) checkPaths() error {
 		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 		return fmt.Errorf("%w:\n  %w", ErrSpec, joinLines(errs))
 	}
-	return nil
+	// The scopes the CRD files declare: a cluster-scoped object's name
+	// must be unique to the run (Run asks the control plane again, which
+	// knows the built-in kinds too).
+	_, err := s.checkScopes(crdScope(crds))
+	return err
 }
 
 // crdPath checks one CRD path as testenv reads it.

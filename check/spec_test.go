@@ -2,13 +2,16 @@ package check
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // a valid description; the cases below break one thing each.
@@ -298,6 +301,116 @@ func TestParentAndExternalAsWritten(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.want, g); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A cluster-scoped object (its kind's CRD says scope: Cluster) must be
+// named uniquely per run: no namespace keeps two runs' objects apart. Load
+// refuses one that is not, naming the field and the fix; a namespaced
+// kind, or one the CRD files do not declare (a built-in: Run asks the
+// control plane), may keep a fixed name.
+func TestLoadClusterScopedNames(t *testing.T) {
+	crd, err := filepath.Abs("testdata/widgets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const widget = `{apiVersion: scope.check.finale.dev/v1, kind: Widget, metadata: {name: "%s"}}`
+	for name, tc := range map[string]struct{ parent, dependent, says string }{
+		"dependents per run":        {dependent: "w-{{.Run}}-{{.Index}}"},
+		"dependents per namespace":  {dependent: "{{.Namespace}}-{{.Index}}"},
+		"dependents fixed":          {dependent: "w-{{.Index}}", says: `dependents.template: Widget is cluster-scoped and its name "w-0" is the same in every run, so runs would clash (no namespace keeps them apart): put {{.Run}} (or {{.Namespace}}) in its metadata.name (name: widget-{{.Run}})`},
+		"dependents by seed":        {dependent: "w-{{.Seed}}-{{.Index}}", says: `dependents.template: Widget is cluster-scoped and its name "w-1-0" is the same in every run`},
+		"parent fixed":              {parent: "hub", dependent: "w-{{.Run}}-{{.Index}}", says: `parent.object: Widget is cluster-scoped and its name "hub" is the same in every run`},
+		"parent per run":            {parent: "hub-{{.Run}}", dependent: "w-{{.Run}}-{{.Index}}"},
+		"namespaced kinds fixed":    {},
+		"parent per operator space": {parent: "{{.OperatorNamespace}}", dependent: "w-{{.Run}}-{{.Index}}"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			parent := "{apiVersion: v1, kind: ConfigMap, metadata: {name: conn}}"
+			if tc.parent != "" {
+				parent = fmt.Sprintf(widget, tc.parent)
+			}
+			dependent := "{apiVersion: v1, kind: ConfigMap, metadata: {name: 'd-{{.Index}}'}}"
+			if tc.dependent != "" {
+				dependent = fmt.Sprintf(widget, tc.dependent)
+			}
+			spec := fmt.Sprintf("operator: {command: [./op]}\ncrds: [%q]\nfaults: [{name: db, address: '127.0.0.1:1'}]\n"+
+				"parent: {object: '%s'}\ndependents: {count: 2, template: '%s'}\nprobe: {command: [./list]}\n",
+				crd, strings.ReplaceAll(parent, "'", "''"), strings.ReplaceAll(dependent, "'", "''"))
+			path := filepath.Join(t.TempDir(), "operator.yaml")
+			if err := os.WriteFile(path, []byte(spec), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(path)
+			switch {
+			case tc.says == "" && err != nil:
+				t.Errorf("Load = %v, want it valid", err)
+			case tc.says != "" && (!errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), tc.says)):
+				t.Errorf("Load = %v, want ErrSpec saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+// The control plane's word on scopes (Run's): each cluster-scoped kind of
+// the world is found and named for the report, results.children's scope
+// decides results-stalled, and a kind the control plane does not serve is
+// refused with its field before any run.
+func TestCheckScopes(t *testing.T) {
+	widget := schema.GroupKind{Group: "scope.check.finale.dev", Kind: "Widget"}
+	served := func(cluster ...string) scopeFunc {
+		return func(gvk schema.GroupVersionKind) (bool, bool, error) {
+			if gvk.Kind == "Gadget" {
+				return false, false, errors.New("no matches for kind")
+			}
+			return slices.Contains(cluster, gvk.Kind), true, nil
+		}
+	}
+	const (
+		cm      = "{apiVersion: v1, kind: ConfigMap, metadata: {name: 'c-{{.Index}}'}}"
+		widgets = "{apiVersion: scope.check.finale.dev/v1, kind: Widget, metadata: {name: 'w-{{.Run}}-{{.Index}}'}}"
+	)
+	type got struct {
+		Cluster  []schema.GroupKind
+		Fields   []string
+		Children bool
+		Err      string
+	}
+	for name, tc := range map[string]struct {
+		parent, dependents string
+		children           string
+		manifests          string
+		scope              scopeFunc
+		want               got
+	}{
+		"namespaced":         {parent: cm, dependents: cm, scope: served(), want: got{}},
+		"cluster dependents": {parent: cm, dependents: widgets, scope: served("Widget"), want: got{Cluster: []schema.GroupKind{widget}, Fields: []string{"dependents (Widget)"}}},
+		"cluster parent":     {parent: strings.ReplaceAll(widgets, "-{{.Index}}", ""), dependents: cm, scope: served("Widget"), want: got{Cluster: []schema.GroupKind{widget}, Fields: []string{"parent (Widget)"}}},
+		"cluster children":   {dependents: cm, children: "Node", scope: served("Node"), want: got{Children: true}},
+		"cluster manifests":  {dependents: cm, manifests: "{apiVersion: v1, kind: ConfigMap, metadata: {name: cfg}}\n---\n{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: 'op-{{.Run}}'}}", scope: served("ClusterRole"), want: got{Cluster: []schema.GroupKind{{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}}}},
+		"manifests fixed":    {dependents: cm, manifests: "{apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {name: op}}", scope: served("ClusterRole"), want: got{Cluster: []schema.GroupKind{{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}}, Err: `operator.manifests: ClusterRole is cluster-scoped and its name "op" is the same in every run, so runs would clash (no namespace keeps them apart): put {{.Run}} (or {{.Namespace}}) in its metadata.name (name: clusterrole-{{.Run}})`}},
+		"not served":         {dependents: strings.ReplaceAll(widgets, "Widget", "Gadget"), scope: served(), want: got{Err: "dependents.template: scope.check.finale.dev/v1 Gadget is not served by the control plane (is its CRD in crds?): no matches for kind"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &Spec{Parent: Parent{Object: tc.parent}, Dependents: Dependents{Count: 1, Template: tc.dependents}, Operator: Operator{Manifests: tc.manifests}}
+			if tc.children != "" {
+				s.Results = &Results{Children: Children{APIVersion: "v1", Kind: tc.children}}
+			}
+			sc, err := s.checkScopes(tc.scope)
+			g := got{Fields: sc.fields, Children: sc.children}
+			for gk := range sc.cluster {
+				g.Cluster = append(g.Cluster, gk)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrSpec) {
+					t.Errorf("checkScopes = %v, want ErrSpec", err)
+				}
+				g.Err = strings.TrimSpace(strings.TrimPrefix(err.Error(), ErrSpec.Error()+":"))
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("checkScopes (-want +got):\n%s", diff)
 			}
 		})
 	}

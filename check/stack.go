@@ -48,6 +48,9 @@ type stack struct {
 	proxies     map[string]*faultinject.Proxy
 	serviceAddr string
 	service     *proc
+	// scopes are the world's cluster-scoped kinds, resolved once the
+	// CRDs are installed.
+	scopes scopes
 
 	// lagging is the second apiserver of the stale-apiserver experiment,
 	// added on first use; laggingKubeconfig reaches it.

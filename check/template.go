@@ -26,7 +26,7 @@ import (
 //	{{.ServiceAddr}}        the loopback host:port chosen for the service check starts
 //	{{.ServiceHost}}        its host, {{.ServicePort}} its port
 //	{{.Index}}              the dependent's index (dependents.template)
-//	{{.Run}}                a short name unique to the run (for external names)
+//	{{.Run}}                a short name unique to the run (for external names, and cluster-scoped objects' names)
 //	{{.Seed}}               the run's seed
 //	{{.TempDir}}            a directory of check's own, removed at the end
 //	{{.Dir}}                the description file's directory

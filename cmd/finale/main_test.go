@@ -89,6 +89,14 @@ func TestCommandLine(t *testing.T) {
 	valid := writeSpec(t, dir, "valid.yaml", cliSpec)
 	badDuration := writeSpec(t, dir, "duration.yaml", strings.Replace(cliSpec, "finish: 1m", "finish: soon", 1))
 	noCRDs := writeSpec(t, dir, "nocrds.yaml", strings.Replace(cliSpec, "crds: [crds]", "crds: [config/crd]", 1))
+	// The same Widget, cluster-scoped by its CRD: its fixed name would
+	// clash between runs.
+	if err := os.Mkdir(filepath.Join(dir, "clustercrds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeSpec(t, filepath.Join(dir, "clustercrds"), "widgets.yaml", "{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, "+
+		"metadata: {name: widgets.example.com}, spec: {group: example.com, scope: Cluster, names: {kind: Widget, plural: widgets}}}")
+	clusterFixed := writeSpec(t, dir, "cluster.yaml", strings.Replace(cliSpec, "crds: [crds]", "crds: [clustercrds]", 1))
 
 	// A cluster nothing listens for: the audit cannot run.
 	dead := filepath.Join(dir, "dead")
@@ -134,6 +142,7 @@ func TestCommandLine(t *testing.T) {
 		"unknown only":     {[]string{"check", "-f", valid, "--only", "order-al"}, want{code: exitcode.Usage, stderr: []string{`--only "order-al": no such experiment`}, quietStdout: true}},
 		"bad duration":     {[]string{"check", "-f", badDuration, "--validate"}, want{code: exitcode.BadDescription, stderr: []string{`timeouts.finish: "soon" is not a duration`}, quietStdout: true}},
 		"missing CRDs":     {[]string{"check", "-f", noCRDs}, want{code: exitcode.BadDescription, stderr: []string{"crds[0]: ", "config/crd: no such file or directory"}, quietStdout: true}},
+		"cluster fixed":    {[]string{"check", "-f", clusterFixed, "--validate"}, want{code: exitcode.BadDescription, stderr: []string{`dependents.template: Widget is cluster-scoped and its name "w-0" is the same in every run`, "{{.Run}}"}, quietStdout: true}},
 		"missing file":     {[]string{"check", "-f", filepath.Join(dir, "none.yaml"), "--validate"}, want{code: exitcode.BadDescription, stderr: []string{"none.yaml"}, quietStdout: true}},
 		"cannot run audit": {[]string{"audit", "--kubeconfig", dead}, want{code: exitcode.Failed, stderr: []string{"cannot reach the cluster at https://127.0.0.1:1"}, quietStdout: true}},
 	} {
