@@ -58,7 +58,8 @@ type Event struct {
 
 // Object is one object left behind, as kubectl would list it.
 type Object struct {
-	Kind       string   `json:"kind"`
+	Kind string `json:"kind"`
+	// Namespace is empty for a cluster-scoped object.
 	Namespace  string   `json:"namespace"`
 	Name       string   `json:"name"`
 	Deleting   Duration `json:"deleting,omitempty"`
