@@ -27,9 +27,10 @@ import (
 // kind it cannot tell about.
 type scopeFunc func(schema.GroupVersionKind) (cluster, known bool, err error)
 
-// scopes are the world's kinds that are cluster-scoped, as checked.
+// scopes are the run's kinds that are cluster-scoped, as checked.
 type scopes struct {
-	// cluster holds each cluster-scoped kind of the world.
+	// cluster holds each cluster-scoped kind of the world and of
+	// operator.manifests.
 	cluster map[schema.GroupKind]bool
 	// fields names, for the report, each world field whose kind is
 	// cluster-scoped, with the kind: "dependents (Widget)".
@@ -47,13 +48,14 @@ func (s scopes) clusterScoped(o *unstructured.Unstructured) bool {
 const msgNotRunUnique = "%s: %s is cluster-scoped and its name %q is the same in every run, so runs would clash " +
 	"(no namespace keeps them apart): put {{.Run}} (or {{.Namespace}}) in its metadata.name (name: %s-{{.Run}})"
 
-// msgNotServed is a world kind the control plane does not serve.
+// msgNotServed is a kind of the description the control plane does not
+// serve.
 const msgNotServed = "%s: %s %s is not served by the control plane (is its CRD in crds?): %w"
 
 // checkScopes resolves the scope of every kind of the world (the Secret,
-// the parent, the dependents, the result-capture children) with scope,
-// and refuses a cluster-scoped object whose name is not unique to the run
-// (the same with another run's values). Errors wrap ErrSpec and name
+// the parent, the dependents, the result-capture children) and of
+// operator.manifests with scope, and refuses a cluster-scoped object whose
+// name is not unique to the run (the same with another run's values). Errors wrap ErrSpec and name
 // their field.
 func (s *Spec) checkScopes(scope scopeFunc) (scopes, error) {
 	out := scopes{cluster: map[schema.GroupKind]bool{}}
