@@ -29,9 +29,11 @@ func TestBenchArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		"zero roles":     {args: []string{"bench", "-roles", "0"}, want: "positive number"},
-		"extra argument": {args: []string{"bench", "x"}, want: `unexpected argument "x"`},
-		"bad flag":       {args: []string{"bench", "-no-such-flag"}, want: "no-such-flag"},
+		"zero roles":                {args: []string{"bench", "-roles", "0"}, want: "positive number"},
+		"extra argument":            {args: []string{"bench", "x"}, want: `unexpected argument "x"`},
+		"bad flag":                  {args: []string{"bench", "-no-such-flag"}, want: "no-such-flag"},
+		"scale, zero namespaces":    {args: []string{"bench", "-scale", "-namespaces", "0"}, want: "give positive numbers"},
+		"scale, zero per namespace": {args: []string{"bench", "-scale", "-roles-per-namespace", "0"}, want: "give positive numbers"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
