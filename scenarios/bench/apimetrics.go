@@ -19,6 +19,7 @@ import (
 // creates, deletes and watch, which are the same for both builds.
 type APILoad struct {
 	Requests    map[string]float64 // by verb: LIST, WATCH, GET, POST, ...
+	ByResource  map[string]float64 // by verb and resource: "LIST configmaps"
 	WatchEvents float64
 	Watches     float64
 }
@@ -30,9 +31,12 @@ func (a APILoad) Writes() float64 {
 
 // Sub is a - b, counter by counter; Watches, a gauge, is a's.
 func (a APILoad) Sub(b APILoad) APILoad {
-	d := APILoad{Requests: map[string]float64{}, WatchEvents: a.WatchEvents - b.WatchEvents, Watches: a.Watches}
+	d := APILoad{Requests: map[string]float64{}, ByResource: map[string]float64{}, WatchEvents: a.WatchEvents - b.WatchEvents, Watches: a.Watches}
 	for k, v := range a.Requests {
 		d.Requests[k] = v - b.Requests[k]
+	}
+	for k, v := range a.ByResource {
+		d.ByResource[k] = v - b.ByResource[k]
 	}
 	return d
 }
@@ -60,7 +64,7 @@ func readAPILoad(ctx context.Context, cfg *rest.Config) (APILoad, error) {
 // ParseAPILoad sums the Prometheus text exposition's request counters by
 // their verb label, its watch event counters and its open watches.
 func ParseAPILoad(text string) (APILoad, error) {
-	l := APILoad{Requests: map[string]float64{}}
+	l := APILoad{Requests: map[string]float64{}, ByResource: map[string]float64{}}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -75,6 +79,7 @@ func ParseAPILoad(text string) (APILoad, error) {
 		switch name {
 		case metricRequests:
 			l.Requests[labels["verb"]] += value
+			l.ByResource[labels["verb"]+" "+labels["resource"]] += value
 		case metricWatchEvents:
 			l.WatchEvents += value
 		case metricLongRunning:

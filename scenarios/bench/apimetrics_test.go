@@ -27,15 +27,19 @@ apiserver_longrunning_requests{component="apiserver",group="pg.finale.dev",resou
 
 apiserver_request_duration_seconds_bucket{verb="LIST",le="0.1"} 99
 `,
-			want: APILoad{Requests: map[string]float64{"LIST": 15, "WATCH": 2, "POST": 10000}, WatchEvents: 42, Watches: 5},
+			want: APILoad{
+				Requests:    map[string]float64{"LIST": 15, "WATCH": 2, "POST": 10000},
+				ByResource:  map[string]float64{"LIST configmaps": 12, "LIST pods": 3, "WATCH configmaps": 2, "POST roles": 10000},
+				WatchEvents: 42, Watches: 5,
+			},
 		},
 		"escaped quotes and commas in a label value": {
 			text: `apiserver_request_total{path="a\"b,c",verb="GET"} 5 1700000000000`,
-			want: APILoad{Requests: map[string]float64{"GET": 5}},
+			want: APILoad{Requests: map[string]float64{"GET": 5}, ByResource: map[string]float64{"GET ": 5}},
 		},
 		"a sample without labels": {
 			text: "apiserver_watch_events_total 7",
-			want: APILoad{Requests: map[string]float64{}, WatchEvents: 7},
+			want: APILoad{Requests: map[string]float64{}, ByResource: map[string]float64{}, WatchEvents: 7},
 		},
 		"unterminated label":   {text: `apiserver_request_total{verb="GET} 5`, wantErr: true},
 		"value not a number":   {text: `apiserver_request_total{verb="GET"} x`, wantErr: true},
@@ -58,10 +62,12 @@ apiserver_request_duration_seconds_bucket{verb="LIST",le="0.1"} 99
 }
 
 func TestAPILoadSub(t *testing.T) {
-	after := APILoad{Requests: map[string]float64{"LIST": 10, "WATCH": 4, "POST": 7, "DELETE": 3, "PATCH": 1, "PUT": 2}, WatchEvents: 100, Watches: 9}
-	before := APILoad{Requests: map[string]float64{"LIST": 4, "WATCH": 4, "POST": 2}, WatchEvents: 40, Watches: 12}
+	after := APILoad{Requests: map[string]float64{"LIST": 10, "WATCH": 4, "POST": 7, "DELETE": 3, "PATCH": 1, "PUT": 2},
+		ByResource: map[string]float64{"LIST configmaps": 10}, WatchEvents: 100, Watches: 9}
+	before := APILoad{Requests: map[string]float64{"LIST": 4, "WATCH": 4, "POST": 2}, ByResource: map[string]float64{"LIST configmaps": 4}, WatchEvents: 40, Watches: 12}
 	d := after.Sub(before)
-	want := APILoad{Requests: map[string]float64{"LIST": 6, "WATCH": 0, "POST": 5, "DELETE": 3, "PATCH": 1, "PUT": 2}, WatchEvents: 60, Watches: 9}
+	want := APILoad{Requests: map[string]float64{"LIST": 6, "WATCH": 0, "POST": 5, "DELETE": 3, "PATCH": 1, "PUT": 2},
+		ByResource: map[string]float64{"LIST configmaps": 6}, WatchEvents: 60, Watches: 9}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("Sub (-want +got):\n%s", diff)
 	}
