@@ -34,11 +34,12 @@ func benchScale(ctx context.Context, out io.Writer, namespaces, perNS int) error
 	}
 	defer st.stop()
 	s := bench.Stack{Config: st.cp.Config, ControlPlane: st.cp, Postgres: st.pg, Log: out}
-	fmt.Fprintf(out, "-- the operator's logs: %s\n", dir)
+	fmt.Fprintf(out, "-- the operator's logs: %s (kept if the run fails)\n", dir)
 	res, err := bench.RunScale(ctx, s, bench.ScaleOptions{Namespaces: namespaces, PerNamespace: perNS, Operator: scenarios.OperatorCommand, Dir: dir})
 	if err != nil {
 		return err
 	}
+	_ = os.RemoveAll(dir) // the table is the output; the logs only explain a failure
 	fmt.Fprintln(out)
 	return bench.WriteScaleTable(out, res)
 }
