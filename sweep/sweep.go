@@ -396,7 +396,7 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 		m.seen = false
 	}
 	s.mu.Unlock()
-	cont := ""
+	cont, complete := "", false
 	for {
 		page, err := s.opts.Ledger.List(ctx, s.opts.PageSize, cont)
 		if err != nil {
@@ -412,18 +412,26 @@ func (s *Sweeper) Pass(ctx context.Context) (Report, error) {
 			g.Go(func() error { p.one(gctx, r); return nil })
 		}
 		_ = g.Wait() // workers report through p, never fail the group
-		if page.Continue == "" || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			break
+		}
+		if page.Continue == "" {
+			complete = true
 			break
 		}
 		cont = page.Continue
 	}
-	s.mu.Lock()
-	for k, m := range s.memos {
-		if !m.seen {
-			delete(s.memos, k) // the record is gone
+	// Only a pass that listed every record may conclude that one it did
+	// not see is gone; an ended pass keeps every memo for the next.
+	if complete {
+		s.mu.Lock()
+		for k, m := range s.memos {
+			if !m.seen {
+				delete(s.memos, k) // the record is gone
+			}
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	rep := p.rep
 	for _, st := range states {
 		recordsGauge.WithLabelValues(string(st)).Set(float64(*rep.in(st)))

@@ -12,6 +12,11 @@
 //     warmer API server).
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
+//   - Scale: each build once at 10,000 Roles across 100 namespaces, the
+//     operator as a process of its own: create to Ready, delete to gone,
+//     the operator's peak RSS, the records' objects and bytes, and the
+//     API server's request, watch and watch-event counts from its
+//     /metrics.
 //
 // `finale-lab bench` prints them as a table; `go test -bench . ./examples/postgres/bench/`
 // reports them as benchmark metrics. Waiting is done on the operator's own

@@ -26,6 +26,9 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(out)
 	roles := fs.Int("roles", defaultBenchRoles, "Roles per run (each build runs twice, then one namespace of this many is deleted)")
+	scale := fs.Bool("scale", false, "instead, run each build once at -namespaces × -roles-per-namespace Roles, the operator as a process of its own")
+	namespaces := fs.Int("namespaces", defaultScaleNamespaces, "with -scale: namespaces, each with a Server")
+	perNS := fs.Int("roles-per-namespace", defaultScalePerNS, "with -scale: Roles in each namespace")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -40,6 +43,9 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 	// The operator's log would only add I/O to what is measured, equally
 	// for both builds; the table is the output.
 	ctrllog.SetLogger(logr.Discard())
+	if *scale {
+		return benchScale(ctx, out, *namespaces, *perNS)
+	}
 	st, err := startStack(ctx, out)
 	if err != nil {
 		return err
