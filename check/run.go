@@ -802,8 +802,7 @@ func firstN(s []string, n int) []string {
 }
 
 // summarize names the objects a finished violation is about, in one
-// line: kind, namespace/name, finalizers and how long each has been
-// deleting. named: the violation names their kind (every Widget), so an
+// line: kind, name, finalizers and how long each has been deleting. named: the violation names their kind (every Widget), so an
 // empty list means they went after the bound.
 func summarize(objs []Object, named bool) string {
 	var parts []string

@@ -30,7 +30,9 @@ import (
 // Manifests, commands, arguments, environment values and addresses are Go
 // templates (text/template) evaluated per run with Values; Load parses
 // each and evaluates it once with placeholder values, so that a mistake
-// is reported with its field before anything starts.
+// is reported with its field before anything starts. A field's tmpl tag
+// says whether it is templated and with which values (env, service, run,
+// dependent: scopeValues); a value out of its field's scope is refused.
 type Spec struct {
 	// Name names the operator in reports; empty is the file's name.
 	Name string `json:"name,omitempty" tmpl:"-"`
