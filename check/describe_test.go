@@ -212,6 +212,7 @@ func TestTemplateScopes(t *testing.T) {
 		"service":                   {from: "crds:", to: service + "crds:"},
 		"service, a run's value":    {from: "crds:", to: "service: {command: [./bin/svc, '{{.Namespace}}']}\ncrds:", want: []string{"service.command[1]: {{.Namespace}} has no value here; this field may use " + scopeText(scopeService)}},
 		"service, a proxy":          {from: "crds:", to: "service: {command: [./bin/svc], env: {UP: '{{.Proxy \"db\"}}'}}\ncrds:", want: []string{"service.env.UP: {{.Proxy}} has no value here; this field may use " + scopeText(scopeService)}},
+		"no service, its address":   {from: `address: "127.0.0.1:5432"`, to: `address: "{{.ServiceAddr}}"`, want: []string{"faults[0].address: {{.ServiceAddr}} has no value: the description starts no service (service.command)"}},
 		"fault address, a run's":    {from: `address: "127.0.0.1:5432"`, to: `address: "{{.Run}}:5432"`, want: []string{"faults[0].address: {{.Run}} has no value here; this field may use " + scopeText(scopeService)}},
 		"probe, an index":           {from: "'{{.Namespace}}'", to: "'{{.Index}}'", want: []string{"probe.command[1]: {{.Index}} has no value here; this field may use " + scopeText(scopeRun)}},
 		"operator, $ index":         {from: "'--kubeconfig={{.Kubeconfig}}'", to: "'--kubeconfig={{$.Index}}'", want: []string{"operator.command[1]: {{.Index}} has no value here; this field may use " + scopeText(scopeRun)}},

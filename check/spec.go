@@ -708,7 +708,7 @@ func (s *Spec) checkTemplates() []error {
 	v := s.placeholders()
 	var errs []error
 	for _, f := range s.templated() {
-		if err := checkTemplate(f, v); err != nil {
+		if err := checkTemplate(f, v, s.Service != nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

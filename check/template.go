@@ -266,12 +266,16 @@ func joinPath(path, name string) string {
 	return path + "." + name
 }
 
-// msgOutOfScope is a value a field may not use.
-const msgOutOfScope = "%s: {{.%s}} has no value here; this field may use %s"
+// A value a field may not use, or one the description gives nothing for.
+const (
+	msgOutOfScope = "%s: {{.%s}} has no value here; this field may use %s"
+	msgNoService  = "%s: {{.%s}} has no value: the description starts no service (service.command)"
+)
 
 // checkTemplate parses one templated value, refuses a value out of its
-// scope, and evaluates it with placeholder values.
-func checkTemplate(f templatedField, v Values) error {
+// scope (or the service's address when check starts no service), and
+// evaluates it with placeholder values.
+func checkTemplate(f templatedField, v Values, service bool) error {
 	if !strings.Contains(f.text, "{{") {
 		return nil
 	}
@@ -285,6 +289,9 @@ func checkTemplate(f templatedField, v Values) error {
 	for _, name := range slices.Sorted(maps.Keys(used)) {
 		if !slices.Contains(allowed, name) {
 			return fmt.Errorf(msgOutOfScope, f.path, name, scopeText(f.scope))
+		}
+		if !service && strings.HasPrefix(name, "Service") {
+			return fmt.Errorf(msgNoService, f.path, name)
 		}
 	}
 	_, err = expand(f.path, f.text, v)
