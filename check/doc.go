@@ -37,7 +37,13 @@
 //   - a probe: a command printing one external resource identity per line
 //     (or, from Go, a function) listing what exists in the external
 //     service. A run counts only identities that were not there when it
-//     began, so the probe may list everything the service holds;
+//     began, so the probe may list everything the service holds. An
+//     operator that makes no external resource leaves it out (and the
+//     fault points): no-leak and no-duplicate are then not checked,
+//     escaped is skipped, and the report says so;
+//   - when a dependent is ready (Readiness): a status condition (type,
+//     status, reason) or a JSONPath expression on the object and the
+//     value its results must have; required without a probe;
 //   - timeouts: the bound every deletion must finish within, the
 //     operator's own longest deletion timeout (timeouts.hold), and how
 //     long its sweeper takes to clean what escaped (timeouts.sweep: its
@@ -56,17 +62,20 @@
 //     only concern is its children's results).
 //
 // Every string of the operator, the service, the fault points, the probe
-// and the manifests is a text/template evaluated per run with Values: the
-// run's namespaces, the kubeconfig check wrote for the operator (and a
-// second one for its cache, {{.CacheKubeconfig}}), the proxies' addresses,
-// the service's address, {{env "NAME"}}.
+// and the manifests, and the CRD paths, is a text/template evaluated with
+// Values: the run's namespaces, the kubeconfig check wrote for the
+// operator (and a second one for its cache, {{.CacheKubeconfig}}), the
+// proxies' addresses, the service's address, {{env "NAME"}}. Each field
+// has the values it has when it is evaluated (its tmpl tag: the service
+// starts before any run, the CRD paths are read first); Load evaluates
+// every one with placeholders and refuses a value out of its field's.
 //
 // # Experiments
 //
 // Each run has a fresh owner namespace and a fresh operator namespace
 // (records, leases, keys: {{.OperatorNamespace}}), a fresh operator
 // process, the Secret, the parent and the dependents, and waits until the
-// probe lists every resource they make (and, with readyCondition, every
+// probe lists every resource they make (and, with a readiness rule, every
 // dependent is ready). The parent and the dependents may be cluster-scoped
 // (the control plane says which kinds are): they are then created in no
 // namespace, their names must hold the run ({{.Run}}), and each run

@@ -3,8 +3,10 @@ package check
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,7 +124,11 @@ func Experiments() []*Experiment {
 				}
 				// The kills of kill-during-deletion fall within the
 				// time this undisturbed cleanup took.
-				if d := r.probe.cleanedIn(); d > 0 && len(r.res.Violations) == 0 {
+				d := r.probe.cleanedIn()
+				if !r.spec.hasProbe() {
+					d = r.goneIn // no external cleanup to time: the dependents' own
+				}
+				if d > 0 && len(r.res.Violations) == 0 {
 					r.st.setWindow(false, d)
 				}
 				return nil
@@ -300,6 +306,31 @@ func Experiments() []*Experiment {
 	}
 }
 
+// Skipped lists the experiments this description skips, each with its
+// reason, in Run's order: what --validate says before a run.
+func (s *Spec) Skipped() []Result {
+	var out []Result
+	for _, e := range Experiments() {
+		if r := e.skip(s); r != "" {
+			out = append(out, Result{Name: e.Name, Description: e.Description, Verdict: Skipped, Reason: r})
+		}
+	}
+	return out
+}
+
+// Notes say which invariants this description leaves unchecked; Run's
+// report carries them.
+func (s *Spec) Notes() []string {
+	var out []string
+	if !s.hasProbe() {
+		out = append(out, noteNoProbe)
+	}
+	if s.Results == nil {
+		out = append(out, noteResults)
+	}
+	return out
+}
+
 // setup is every run's start: namespaces, operator, objects, ready.
 func (r *run) setup(ctx context.Context) error {
 	if err := r.begin(ctx); err != nil {
@@ -348,11 +379,14 @@ func (r *run) orderWith(ctx context.Context, before func(context.Context) error,
 	return nil
 }
 
-// killMoments draws n moments in [0, window), sorted.
-func (r *run) killMoments(n int, window time.Duration) []time.Duration {
+// killMoments draws n moments in [0, window), sorted: a function of the
+// seed, n and the window alone, so that a reproduction (--seed,
+// --kill-window) draws the same moments.
+func killMoments(seed int64, n int, window time.Duration) []time.Duration {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x66696e616c65)) // "finale"
 	out := make([]time.Duration, n)
 	for i := range out {
-		out[i] = time.Duration(r.rng.Int64N(int64(window)))
+		out[i] = time.Duration(rng.Int64N(int64(window)))
 	}
 	slices.Sort(out)
 	return out
@@ -382,15 +416,26 @@ func (r *run) kills() int {
 // killAt SIGKILLs the operator at each moment after t0 and restarts it at
 // once.
 func (r *run) killAt(ctx context.Context, t0 time.Time, moments []time.Duration) error {
+	var counts sync.WaitGroup
+	defer counts.Wait()
 	for _, m := range moments {
 		if err := sleep(ctx, time.Until(t0.Add(m))); err != nil {
 			return err
 		}
-		// The kill lands at its drawn moment; the probe (a command that
-		// may take a second) counts after it, while the operator is down.
 		r.kill()
-		n, _ := r.probe.count(ctx)
-		r.event("(the probe listed %d of the run's external resources at the kill)", n)
+		if r.spec.hasProbe() {
+			// The probe (a command that may take a second) counts beside
+			// the kills: waiting for it would push every later kill past
+			// its drawn moment.
+			at := Duration(time.Since(r.t0))
+			counts.Add(1)
+			go func() {
+				defer counts.Done()
+				if n, err := r.probe.count(ctx); err == nil {
+					r.event("(the probe listed %d of the run's external resources just after the kill at +%s)", n, at)
+				}
+			}()
+		}
 		if err := r.start(ctx); err != nil {
 			return err
 		}
@@ -403,7 +448,7 @@ func killDuringCreates(ctx context.Context, r *run) error {
 		return err
 	}
 	window := r.killWindow(true)
-	moments := r.killMoments(r.kills(), window)
+	moments := killMoments(r.res.Seed, r.kills(), window)
 	r.event("kills drawn at %v within the creates' window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
 	if err := r.create(ctx); err != nil {
@@ -421,7 +466,7 @@ func killDuringDeletion(ctx context.Context, r *run) error {
 		return err
 	}
 	window := r.killWindow(false)
-	moments := r.killMoments(r.kills(), window)
+	moments := killMoments(r.res.Seed, r.kills(), window)
 	r.event("kills drawn at %v within the external cleanup's window of %s", moments, window.Round(10*time.Millisecond))
 	t0 := time.Now()
 	if err := r.deleteDependents(ctx); err != nil {
@@ -490,7 +535,7 @@ func escaped(ctx context.Context, r *run) error {
 		removed = []string{"none had any"}
 	}
 	r.fault("the finalizers of every %s removed by hand, the operator down: %s", kind, strings.Join(removed, "; "))
-	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), []string{r.ns}) {
+	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), []string{r.ns}, r.dependents) {
 		r.leaks(ctx, t0, r.spec.finish(), afterDeletion, false)
 		r.duplicates()
 		return nil
@@ -565,11 +610,12 @@ func (r *run) deleteDependents(ctx context.Context) error {
 // timeouts.finish from t0), then deletes the namespace and finishes.
 func (r *run) namespaceAfterDependents(ctx context.Context, t0 time.Time, also ...string) error {
 	kind := r.dependents[0].GetKind()
-	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), append([]string{r.ns}, also...)) {
+	if !r.waitEnd(ctx, t0, "every "+kind, r.objectsGone(r.dependents), append([]string{r.ns}, also...), r.dependents) {
 		r.leaks(ctx, t0, r.spec.finish(), afterDeletion, false)
 		r.duplicates()
 		return nil
 	}
+	r.goneIn = time.Since(t0)
 	r.event("every %s gone", kind)
 	if err := r.deleteNamespaces(ctx, []string{r.ns}); err != nil {
 		return err

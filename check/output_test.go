@@ -13,7 +13,7 @@ func sampleReport() Report {
 	broken := RunReport{
 		Seed: 7, Verdict: Broke, Elapsed: Duration(31 * time.Second), Expected: 2, Seen: 2, Leaked: []string{"role chk_a_0"},
 		Faults:     []string{"froze 1 established connection(s) of db"},
-		Violations: []Violation{{Finished, "namespace(s) pg-a not gone 30s after the deletion: Role role-0 [cleanup]"}, {NoLeak, "1 external resource(s) left: role chk_a_0"}},
+		Violations: []Violation{{Invariant: Finished, Detail: "namespace(s) pg-a not gone 30s after the deletion: Role role-0 [cleanup]"}, {Invariant: NoLeak, Detail: "1 external resource(s) left: role chk_a_0"}},
 		LeftBehind: []Object{
 			{Kind: "Role", Namespace: "pg-a", Name: "role-0", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/cleanup"}},
 			{Kind: "Hub", Name: "hub-a", Deleting: Duration(31 * time.Second), Finalizers: []string{"example.com/hold"}},
@@ -29,7 +29,7 @@ func sampleReport() Report {
 			{Name: TransportStall, Verdict: Skipped, Reason: "no http2 fault point"},
 			{Name: ResultsStalled, Verdict: Broke, Fix: "capture", Runs: []RunReport{{
 				Seed: 7, Verdict: Broke, Finish: Duration(9 * time.Second), Produced: 2, Lost: []string{"wf-0-123"},
-				Violations: []Violation{{NoLostResult, "1 result(s) produced by a Pod now gone and never persisted by its owner"}},
+				Violations: []Violation{{Invariant: NoLostResult, Detail: "1 result(s) produced by a Pod now gone and never persisted by its owner"}},
 			}}},
 		},
 	}

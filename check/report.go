@@ -45,6 +45,10 @@ const (
 type Violation struct {
 	Invariant Invariant `json:"invariant"`
 	Detail    string    `json:"detail"`
+	// Objects, for finished, are the objects the violation is about, as
+	// listed at the bound: the dependents still there when it names
+	// their kind, else everything that kept the namespaces.
+	Objects []Object `json:"objects,omitempty"`
 }
 
 func (v Violation) String() string { return string(v.Invariant) + ": " + v.Detail }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,9 +100,7 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 		rep.Notes = append(rep.Notes, note)
 	}
 	rep.Setup = Duration(time.Since(t0))
-	if spec.Results == nil {
-		rep.Notes = append(rep.Notes, noteResults)
-	}
+	rep.Notes = append(rep.Notes, spec.Notes()...)
 	first := true
 	for k, e := range exps {
 		res := Result{Name: e.Name, Description: e.Description, Fix: e.Fix}
@@ -165,6 +162,10 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 // that never got ready are not run.
 const reasonNeverReady = "not run: the operator never made its resources in the first, undisturbed run (a ready violation); fix that first"
 
+// noteNoProbe says what a description without a probe leaves unchecked.
+const noteNoProbe = "no-leak and no-duplicate (what the operator makes in an external service) were not checked, and escaped is skipped: " +
+	"the description gives no probe (an operator that makes no external resource)"
+
 const noteResults = "no-lost-result (owners whose result-capture children must not lose a result) was not checked: " +
 	"the description gives no results (results.children, results.probe, results.complete)"
 
@@ -195,7 +196,6 @@ type run struct {
 	spec *Spec
 	exp  *Experiment
 	opts Options
-	rng  *rand.Rand
 	t0   time.Time
 	res  RunReport
 	v    Values
@@ -209,6 +209,9 @@ type run struct {
 	cacheLagging, allLagging bool
 	// stalled: the operator (re)starts in its stalled mode.
 	stalled bool
+	// goneIn is how long the dependents took to go after their deletion
+	// (namespaceAfterDependents).
+	goneIn time.Duration
 
 	secret, parent *unstructured.Unstructured
 	dependents     []*unstructured.Unstructured
@@ -227,7 +230,6 @@ type run struct {
 func (st *stack) run(ctx context.Context, e *Experiment, seed int64, opts Options) (res RunReport, err error) {
 	r := &run{
 		st: st, spec: st.spec, exp: e, opts: opts, t0: time.Now(),
-		rng: rand.New(rand.NewPCG(uint64(seed), 0x66696e616c65)), // "finale"
 		res: RunReport{Seed: seed},
 	}
 	r.res.Reproduce = r.reproduce()
@@ -514,6 +516,7 @@ func (r *run) create(ctx context.Context) error {
 // dependent is ready; a violation otherwise. It returns how long it took.
 func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 	t0 := time.Now()
+	rd, _ := r.spec.readyCheck() // Validate compiled it
 	var last string
 	err := r.waitProbe(ctx, r.spec.readyTimeout(), "the creates", func(ctx context.Context) (bool, error) {
 		n, err := r.probe.count(ctx)
@@ -531,9 +534,9 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 			last = why
 			return false, nil
 		}
-		if c := r.spec.Dependents.ReadyCondition; c != "" {
+		if rd != nil {
 			for _, d := range r.dependents {
-				ok, why := r.conditionTrue(ctx, d, c)
+				ok, why := r.dependentReady(ctx, d, rd)
 				if !ok {
 					last = why
 					return false, nil
@@ -551,7 +554,7 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	d := time.Since(t0)
-	r.event("ready: the probe lists the %d external resources%s%s (%s)", r.res.Expected, r.childrenSuffix(), condSuffix(r.spec.Dependents.ReadyCondition), d.Round(10*time.Millisecond))
+	r.event("ready: %s (%s)", r.readyWhat(rd), d.Round(10*time.Millisecond))
 	r.settle(ctx)
 	return d, true
 }
@@ -600,30 +603,32 @@ func (r *run) conditions(ctx context.Context) string {
 	return strings.Join(parts, "; ")
 }
 
-func condSuffix(c string) string {
-	if c == "" {
-		return ""
+// readyWhat says what made the run ready.
+func (r *run) readyWhat(rd *readyCheck) string {
+	var parts []string
+	if r.spec.hasProbe() {
+		parts = append(parts, fmt.Sprintf("the probe lists the %d external resources", r.res.Expected))
 	}
-	return ", every dependent " + c
+	if c := r.childrenSuffix(); c != "" {
+		parts = append(parts, strings.TrimPrefix(c, ", "))
+	}
+	if rd != nil {
+		parts = append(parts, "every dependent "+rd.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
-func (r *run) conditionTrue(ctx context.Context, o *unstructured.Unstructured, typ string) (bool, string) {
+// dependentReady reads o and decides it by rd.
+func (r *run) dependentReady(ctx context.Context, o *unstructured.Unstructured, rd *readyCheck) (bool, string) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(o.GroupVersionKind())
 	if err := r.st.c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
 		return false, err.Error()
 	}
-	conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			if m["status"] == "True" {
-				return true, ""
-			}
-			return false, fmt.Sprintf("%s %s: %s=%v (%v)", o.GetKind(), o.GetName(), typ, m["status"], m["message"])
-		}
+	if ok, why := rd.ready(got.Object); !ok {
+		return false, fmt.Sprintf("%s %s: %s", o.GetKind(), o.GetName(), why)
 	}
-	return false, fmt.Sprintf("%s %s has no %s condition", o.GetKind(), o.GetName(), typ)
+	return true, ""
 }
 
 // deleteObject asks for one object's deletion.
@@ -695,7 +700,7 @@ func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespace
 			}
 		}
 		return r.objectsGone(cluster)(ctx)
-	}, namespaces)
+	}, namespaces, nil)
 	if finished {
 		r.res.Finish = Duration(time.Since(since))
 		r.event("%s gone (%s after the deletion)", what, r.res.Finish)
@@ -705,8 +710,10 @@ func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespace
 
 // waitEnd waits until done, within timeouts.finish from since; otherwise
 // it lists what is left in the namespaces and records a finished
-// violation naming it. It reports whether done came.
-func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done func(context.Context) (bool, error), namespaces []string) bool {
+// violation naming the objects it is about: those of about still there
+// (the dependents, when what names their kind), or, with about nil,
+// everything that keeps the namespaces. It reports whether done came.
+func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done func(context.Context) (bool, error), namespaces []string, about []*unstructured.Unstructured) bool {
 	bound := r.spec.finish()
 	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(bound)), time.Millisecond), what+" to go", done)
 	if ctx.Err() != nil || err == nil {
@@ -722,8 +729,28 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 	}
 	r.res.Conditions = conds
 	r.checkAlive()
-	r.violate(Finished, "%s not gone %s after the deletion: %s", what, bound, summarize(left))
+	objs := objectsOf(r.res.LeftBehind, about)
+	v := Violation{Invariant: Finished, Detail: fmt.Sprintf("%s not gone %s after the deletion: %s", what, bound, summarize(objs, about != nil)), Objects: objs}
+	r.res.Violations = append(r.res.Violations, v)
+	r.event("VIOLATION %s", v)
 	return false
+}
+
+// objectsOf are the objects of left that are one of about (kind,
+// namespace and name); all of left when about is nil.
+func objectsOf(left []Object, about []*unstructured.Unstructured) []Object {
+	if about == nil {
+		return left
+	}
+	var out []Object
+	for _, o := range left {
+		if slices.ContainsFunc(about, func(a *unstructured.Unstructured) bool {
+			return a.GetKind() == o.Kind && a.GetNamespace() == o.Namespace && a.GetName() == o.Name
+		}) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // leaks records the no-leak invariant: the probe must list nothing of the
@@ -732,6 +759,9 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 // deletion did not finish gets one look. after names since in the
 // violation.
 func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, after string, finished bool) {
+	if !r.spec.hasProbe() {
+		return // nothing to look through (noteNoProbe)
+	}
 	wait := max(time.Until(since.Add(bound)), 0)
 	if !finished {
 		wait = 0
@@ -795,20 +825,30 @@ func firstN(s []string, n int) []string {
 	return append(slices.Clone(s[:n]), fmt.Sprintf("... %d more", len(s)-n))
 }
 
-// summarize names what held a namespace, in one line.
-func summarize(left []leftover) string {
+// summarize names the objects a finished violation is about, in one
+// line: kind, name, finalizers and how long each has been deleting. named: the violation names their kind (every Widget), so an
+// empty list means they went after the bound.
+func summarize(objs []Object, named bool) string {
 	var parts []string
-	for _, l := range left {
-		s := l.Kind + " " + l.Name
-		if len(l.Finalizers) > 0 {
-			s += " " + fmt.Sprint(l.Finalizers)
+	for _, o := range objs {
+		s := o.Kind + " " + o.Name
+		if len(o.Finalizers) > 0 {
+			s += " " + fmt.Sprint(o.Finalizers)
+		}
+		if o.Deleting > 0 {
+			s += " deleting for " + Duration(time.Duration(o.Deleting).Round(time.Second)).String()
+		} else {
+			s += " not deleting"
 		}
 		parts = append(parts, s)
 	}
-	if len(parts) == 0 {
-		return "nothing listable left in them (the namespace controller had not finished)"
+	switch {
+	case len(parts) > 0:
+		return strings.Join(firstN(parts, 6), "; ")
+	case named:
+		return "none of them left when listed (they went just after the bound)"
 	}
-	return strings.Join(firstN(parts, 6), "; ")
+	return "nothing listable left in them (the namespace controller had not finished)"
 }
 
 // cleanup ends the run whatever happened: faults healed, the operator

@@ -30,29 +30,31 @@ import (
 // Manifests, commands, arguments, environment values and addresses are Go
 // templates (text/template) evaluated per run with Values; Load parses
 // each and evaluates it once with placeholder values, so that a mistake
-// is reported with its field before anything starts.
+// is reported with its field before anything starts. A field's tmpl tag
+// says whether it is templated and with which values (env, service, run,
+// dependent: scopeValues); a value out of its field's scope is refused.
 type Spec struct {
 	// Name names the operator in reports; empty is the file's name.
-	Name string `json:"name,omitempty"`
+	Name string `json:"name,omitempty" tmpl:"-"`
 	// Operator says how to start the operator under test.
 	Operator Operator `json:"operator"`
 	// CRDs are files or directories (*.yaml, *.yml, *.json) of the
 	// operator's CustomResourceDefinitions, relative to the file. Each is
 	// templated with {{env "NAME"}} alone (it is read before anything
 	// starts) and may be a glob (config/crd/*.yaml), which must match.
-	CRDs []string `json:"crds"`
+	CRDs []string `json:"crds" tmpl:"env"`
 	// Namespace prefixes the namespace each run creates for the parent,
 	// its Secret and the dependents (the owner namespace); empty is
 	// "check-".
-	Namespace string `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty" tmpl:"-"`
 	// Service, when set, is a command check starts once and stops at the
 	// end: the external service, when the author wants check to run it.
 	Service *Service `json:"service,omitempty"`
 	// Faults are the external service's addresses the operator dials;
 	// each gets a fault proxy, whose address the templates give the
-	// operator (Values.Proxy). At least one, unless Results is set and
-	// there is no external service (the transport experiments are then
-	// skipped).
+	// operator (Values.Proxy). At least one with a probe, unless Results
+	// is set; none is an operator without an external service (the
+	// transport experiments are then skipped).
 	Faults []FaultPoint `json:"faults"`
 	// Parent is the connection object and its credential Secret; an
 	// operator without one (Argo's workflow controller) leaves it out, and
@@ -61,9 +63,10 @@ type Spec struct {
 	// Dependents are the objects that make external resources through the
 	// parent.
 	Dependents Dependents `json:"dependents"`
-	// Probe lists what exists in the external service. Required unless
-	// Results is set (an operator whose only concern is its children's
-	// results may have no external service).
+	// Probe lists what exists in the external service. Left out, the
+	// operator makes no external resource: no-leak and no-duplicate are
+	// not checked, escaped is skipped, and the report says so
+	// (Dependents.Ready, or Results, then says when a run may delete).
 	Probe Probe `json:"probe,omitempty"`
 	// Results, for owners with result-capture children (a workflow whose
 	// Pods' outputs it must record before they go), says how to list what
@@ -88,18 +91,18 @@ type Spec struct {
 type Operator struct {
 	// Command is the program and its arguments, templated. A relative
 	// program path with a slash is resolved against the file's directory.
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" tmpl:"run"`
 	// Env is added to check's own environment, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"run"`
 	// Dir is the working directory, relative to the file's; empty is the
 	// file's directory.
-	Dir string `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty" tmpl:"-"`
 	// Manifests are created in the operator's namespace before each run's
 	// operator starts (objects an admin would create there: a connection
 	// the sweeper may use, a config map), templated; several documents
 	// separated by "---". A cluster-scoped one (a ClusterRole) is created
 	// in no namespace, named per run, and removed at the run's end.
-	Manifests string `json:"manifests,omitempty"`
+	Manifests string `json:"manifests,omitempty" tmpl:"run"`
 	// Grace is how long a stopped operator has between SIGTERM and
 	// SIGKILL; zero is 10s. (A kill is SIGKILL at once.)
 	Grace metav1.Duration `json:"grace,omitempty"`
@@ -122,9 +125,9 @@ type Operator struct {
 type Stalled struct {
 	// Args are appended to operator.command, templated (a flag given
 	// twice usually takes its last value: --workers=0).
-	Args []string `json:"args,omitempty"`
+	Args []string `json:"args,omitempty" tmpl:"run"`
 	// Env is added to operator.env, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"run"`
 }
 
 // StartFunc runs an in-process operator until ctx ends.
@@ -147,14 +150,14 @@ type OperatorEnv struct {
 type Service struct {
 	// Command is the program and its arguments, templated (ServiceAddr is
 	// a free loopback address check chose for it).
-	Command []string `json:"command"`
+	Command []string `json:"command" tmpl:"service"`
 	// Env is added to check's own environment, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"service"`
 	// Dir is the working directory, relative to the file's.
-	Dir string `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty" tmpl:"-"`
 	// Ready is a host:port check waits to accept connections before the
 	// first run, templated; empty is {{.ServiceAddr}}.
-	Ready string `json:"ready,omitempty"`
+	Ready string `json:"ready,omitempty" tmpl:"service"`
 }
 
 // Fault point protocols.
@@ -169,12 +172,12 @@ const (
 // FaultPoint is one address of the external service the operator dials.
 type FaultPoint struct {
 	// Name is what templates call it: {{.Proxy "db"}}.
-	Name string `json:"name"`
+	Name string `json:"name" tmpl:"-"`
 	// Address is the real host:port, templated (it may be
 	// {{.ServiceAddr}} or {{env "PGADDR"}}).
-	Address string `json:"address"`
+	Address string `json:"address" tmpl:"service"`
 	// Protocol is tcp (the default) or http2.
-	Protocol string `json:"protocol,omitempty"`
+	Protocol string `json:"protocol,omitempty" tmpl:"-"`
 }
 
 // Parent is the connection object and its credential Secret, created in
@@ -184,9 +187,9 @@ type Parent struct {
 	// Secret is the credential Secret's manifest, templated; optional, for
 	// a parent that needs no credentials (order-secret-first is then
 	// skipped).
-	Secret string `json:"secret,omitempty"`
+	Secret string `json:"secret,omitempty" tmpl:"run"`
 	// Object is the parent's manifest, templated.
-	Object string `json:"object"`
+	Object string `json:"object" tmpl:"run"`
 	// External is how many external resources the parent itself makes
 	// (counted by the probe); usually 0.
 	External int `json:"external,omitempty"`
@@ -197,14 +200,19 @@ type Dependents struct {
 	// Count is how many; --quick makes at most 2. At least 1.
 	Count int `json:"count"`
 	// Template is one dependent's manifest, templated with {{.Index}}.
-	Template string `json:"template"`
+	Template string `json:"template" tmpl:"dependent"`
 	// External is how many external resources each makes: unset is 1,
 	// and 0 is a dependent that makes none (the probe counts only the
 	// parent's).
 	External *int `json:"external,omitempty"`
-	// ReadyCondition, when set, is a status condition type every dependent
-	// must have True (besides the probe's count) before a run deletes.
-	ReadyCondition string `json:"readyCondition,omitempty"`
+	// Ready, when set, is what every dependent must show (besides the
+	// probe's count) before a run deletes: a status condition, or a
+	// JSONPath expression on the object. Required without a probe and
+	// without results: nothing else says the operator has acted.
+	Ready *Readiness `json:"ready,omitempty"`
+	// ReadyCondition is ready: {condition: TYPE} written short; give one
+	// of the two.
+	ReadyCondition string `json:"readyCondition,omitempty" tmpl:"-"`
 }
 
 // Probe lists what exists in the external service: one identity per line
@@ -213,11 +221,11 @@ type Dependents struct {
 // the run's resources (everything the service holds).
 type Probe struct {
 	// Command is the program and its arguments, templated.
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" tmpl:"run"`
 	// Env is added to check's own environment, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"run"`
 	// Dir is the working directory, relative to the file's.
-	Dir string `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty" tmpl:"-"`
 	// Interval is how often a run calls the probe, and the results probe:
 	// its sampling and every wait on them (a probe is often a command that
 	// calls a rate-limited API); zero is 500ms.
@@ -256,8 +264,8 @@ type Results struct {
 type Children struct {
 	// APIVersion and Kind are the children's (v1, Pod): results-stalled
 	// deletes every object of that kind in the owner namespace.
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion" tmpl:"-"`
+	Kind       string `json:"kind" tmpl:"-"`
 	// PerDependent is how many children each dependent makes; zero is 1.
 	// A run is ready once the probe lists that many per dependent.
 	PerDependent int `json:"perDependent,omitempty"`
@@ -267,11 +275,11 @@ type Children struct {
 // a function.
 type Hook struct {
 	// Command is the program and its arguments, templated.
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" tmpl:"run"`
 	// Env is added to check's own environment, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"run"`
 	// Dir is the working directory, relative to the file's.
-	Dir string `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty" tmpl:"-"`
 
 	// Func runs in-process instead of Command. Go only.
 	Func HookFunc `json:"-"`
@@ -291,11 +299,11 @@ func (h Hook) set() bool { return len(h.Command) > 0 || h.Func != nil }
 // (the Workflow's node with its outputs).
 type ResultsProbe struct {
 	// Command is the program and its arguments, templated.
-	Command []string `json:"command,omitempty"`
+	Command []string `json:"command,omitempty" tmpl:"run"`
 	// Env is added to check's own environment, templated.
-	Env map[string]string `json:"env,omitempty"`
+	Env map[string]string `json:"env,omitempty" tmpl:"run"`
 	// Dir is the working directory, relative to the file's.
-	Dir string `json:"dir,omitempty"`
+	Dir string `json:"dir,omitempty" tmpl:"-"`
 
 	// Func lists in-process instead of Command. Go only.
 	Func ResultsFunc `json:"-"`
@@ -355,6 +363,13 @@ const (
 
 // msgSweepNoProbe refuses a sweep window with nothing to look through.
 const msgSweepNoProbe = "set without probe.command: escaped needs the probe to see what the sweeper left"
+
+// A description without a probe: its operator makes no external resource.
+const (
+	msgExternalNoProbe = "set without probe.command: nothing would count them (leave probe out only for an operator that makes no external resource)"
+	msgNoProbeNoReady  = "required without probe.command and results: nothing else says the operator has acted on a dependent before it is deleted " +
+		"(an operator that makes external resources needs probe.command, a program printing one identity per line)"
+)
 
 // ErrSpec is wrapped by every error about a description.
 var ErrSpec = errors.New("check: invalid description")
@@ -539,7 +554,7 @@ func (s *Spec) Validate() error {
 	if s.Service != nil && len(s.Service.Command) == 0 {
 		bad("service.command", "required when service is set: the program that runs the external service")
 	}
-	if len(s.Faults) == 0 && s.Results == nil {
+	if len(s.Faults) == 0 && s.Results == nil && s.hasProbe() {
 		bad("faults", "required: at least one address of the external service the operator dials")
 	}
 	seen := map[string]bool{}
@@ -574,8 +589,22 @@ func (s *Spec) Validate() error {
 	if s.Dependents.External != nil && *s.Dependents.External < 0 {
 		bad("dependents.external", "negative")
 	}
-	if !s.hasProbe() && s.Results == nil {
-		bad("probe.command", "required: a program printing one external resource identity per line")
+	rd, err := s.readyCheck()
+	if err != nil {
+		bad("dependents.ready", "%v", err)
+	}
+	if !s.hasProbe() {
+		// Nothing would count what the objects make: a description
+		// without a probe is one of an operator that makes none.
+		if s.Parent.External > 0 {
+			bad("parent.external", msgExternalNoProbe)
+		}
+		if s.Dependents.External != nil && *s.Dependents.External > 0 {
+			bad("dependents.external", msgExternalNoProbe)
+		}
+		if s.Results == nil && rd == nil && err == nil {
+			bad("dependents.ready", msgNoProbeNoReady)
+		}
 	}
 	if r := s.Results; r != nil {
 		if r.Children.APIVersion == "" || r.Children.Kind == "" {
@@ -679,55 +708,24 @@ func joinLines(errs []error) error {
 	return errors.New(strings.Join(msgs, "\n  "))
 }
 
-// checkTemplates parses and evaluates every templated field with
-// placeholder values, and decodes the manifests.
+// checkTemplates parses every templated field (Spec.templated), refuses
+// a value out of its field's scope, evaluates each with placeholder
+// values, and decodes the manifests.
 func (s *Spec) checkTemplates() []error {
 	v := s.placeholders()
 	var errs []error
-	str := func(field, t string) string {
+	for _, f := range s.templated() {
+		if err := checkTemplate(f, v, s.Service != nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return errs // a manifest that did not evaluate cannot be decoded
+	}
+	manifest := func(field, t string, many bool) {
 		out, err := expand(field, t, v)
 		if err != nil {
 			errs = append(errs, err)
-		}
-		return out
-	}
-	list := func(field string, ts []string) {
-		for i, t := range ts {
-			str(fmt.Sprintf("%s[%d]", field, i), t)
-		}
-	}
-	env := func(field string, m map[string]string) {
-		for k, t := range m {
-			str(field+"."+k, t)
-		}
-	}
-	list("operator.command", s.Operator.Command)
-	env("operator.env", s.Operator.Env)
-	if s.Service != nil {
-		list("service.command", s.Service.Command)
-		env("service.env", s.Service.Env)
-		str("service.ready", s.Service.Ready)
-	}
-	for i, f := range s.Faults {
-		str(fmt.Sprintf("faults[%d].address", i), f.Address)
-	}
-	list("probe.command", s.Probe.Command)
-	env("probe.env", s.Probe.Env)
-	if st := s.Operator.Stalled; st != nil {
-		list("operator.stalled.args", st.Args)
-		env("operator.stalled.env", st.Env)
-	}
-	if r := s.Results; r != nil {
-		list("results.probe.command", r.Probe.Command)
-		env("results.probe.env", r.Probe.Env)
-		list("results.run.command", r.Run.Command)
-		env("results.run.env", r.Run.Env)
-		list("results.complete.command", r.Complete.Command)
-		env("results.complete.env", r.Complete.Env)
-	}
-	manifest := func(field, t string, many bool) {
-		out := str(field, t)
-		if out == "" && len(errs) > 0 {
 			return
 		}
 		objs, err := decodeManifests(out)

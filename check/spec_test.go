@@ -63,7 +63,7 @@ func TestParseRefuses(t *testing.T) {
 		"no faults":           {"  - {name: db, address: \"127.0.0.1:5432\"}", "  []", "faults: required"},
 		"bad protocol":        {`address: "127.0.0.1:5432"}`, `address: "127.0.0.1:5432", protocol: udp}`, `faults[0].protocol: "udp"`},
 		"zero dependents":     {"count: 3", "count: 0", "dependents.count: must be at least 1"},
-		"no probe":            {"  command: [./bin/list-widgets, '{{.Namespace}}']", "  interval: 1s", "probe.command: required"},
+		"no probe, no ready":  {"  command: [./bin/list-widgets, '{{.Namespace}}']", "  interval: 1s", "dependents.ready: required without probe.command"},
 		"unknown proxy":       {`--db={{.Proxy "db"}}`, `--db={{.Proxy "pg"}}`, `no fault point "pg" (faults: db)`},
 		"unknown value":       {"{{.Namespace}}", "{{.Nmespace}}", "probe.command[1]"},
 		"template syntax":     {"w-{{.Index}}", "w-{{.Index}", "dependents.template"},

@@ -106,8 +106,19 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 		if exps == nil {
 			exps = check.Names()
 		}
-		_, err := fmt.Fprintf(out, msgValid, *file, spec.Name, spec.Dependents.Count, len(spec.Faults), strings.Join(exps, ", "))
-		return err
+		if _, err := fmt.Fprintf(out, msgValid, *file, spec.Name, spec.Dependents.Count, len(spec.Faults), strings.Join(exps, ", ")); err != nil {
+			return err
+		}
+		// What the description leaves out, as the report will say it.
+		for _, r := range spec.Skipped() {
+			if slices.Contains(exps, r.Name) {
+				fmt.Fprintf(out, "skipped %s: %s\n", r.Name, r.Reason)
+			}
+		}
+		for _, n := range spec.Notes() {
+			fmt.Fprintf(out, "note: %s\n", n)
+		}
+		return nil
 	}
 	opts := check.Options{Quick: *quick, Seed: *seed, Runs: *runs, KillWindow: *killWindow, Progress: os.Stderr, Command: "finale check -f " + *file}
 	if *quiet {

@@ -97,6 +97,8 @@ func TestCommandLine(t *testing.T) {
 	writeSpec(t, filepath.Join(dir, "clustercrds"), "widgets.yaml", "{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, "+
 		"metadata: {name: widgets.example.com}, spec: {group: example.com, scope: Cluster, names: {kind: Widget, plural: widgets}}}")
 	clusterFixed := writeSpec(t, dir, "cluster.yaml", strings.Replace(cliSpec, "crds: [crds]", "crds: [clustercrds]", 1))
+	noProbe := writeSpec(t, dir, "noprobe.yaml", strings.Replace(strings.Replace(cliSpec, "probe:\n  command: [./probe]\n", "  ready: {condition: Ready}\n", 1),
+		"faults: [{name: db, address: \"127.0.0.1:5432\"}]\n", "", 1))
 
 	// A cluster nothing listens for: the audit cannot run.
 	dead := filepath.Join(dir, "dead")
@@ -129,6 +131,8 @@ func TestCommandLine(t *testing.T) {
 		"help version":     {[]string{"help", "version"}, want{code: exitcode.OK, stdout: []string{"usage: finale version"}, quietStderr: true}},
 		"check -h":         {[]string{"check", "-h"}, want{code: exitcode.OK, stdout: []string{"usage: finale check"}, quietStderr: true}},
 		"validate":         {[]string{"check", "-f", valid, "--validate"}, want{code: exitcode.OK, stdout: []string{"a valid description of valid (2 dependents, 1 fault points)"}, quietStderr: true}},
+		"validate, no probe": {[]string{"check", "-f", noProbe, "--validate"}, want{code: exitcode.OK, stdout: []string{"a valid description of noprobe (2 dependents, 0 fault points)",
+			"skipped escaped: the description has no probe", "skipped transport-freeze: the description has no fault points", "note: no-leak and no-duplicate"}, quietStderr: true}},
 		"validate only":    {[]string{"check", "-f", valid, "--validate", "--only", "order-all-at-once"}, want{code: exitcode.OK, stdout: []string{"experiments selected: order-all-at-once\n"}}},
 		"no command":       {nil, want{code: exitcode.Usage, stderr: []string{"usage: finale COMMAND", "no command given"}, quietStdout: true}},
 		"unknown command":  {[]string{"chek"}, want{code: exitcode.Usage, stderr: []string{"usage: finale COMMAND", `unknown command "chek"`}, quietStdout: true}},
