@@ -92,6 +92,9 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestWake: a dependent's change wakes its parent at once when it can make
+// the parent keep its hold, after dropDelay when it can only let the parent
+// go, and not at all when it changes nothing.
 func TestWake(t *testing.T) {
 	const cleanup = "x/cleanup"
 	now := metav1.Now()
@@ -141,22 +144,23 @@ func TestWake(t *testing.T) {
 		want []string
 	}{
 		"new dependent of a held parent":              {ev: ev{create: dep("held")}},
-		"new dependent of an unheld parent":           {ev: ev{create: dep("unheld")}, want: []string{"unheld"}},
-		"new dependent of a deleting parent":          {ev: ev{create: dep("deleting")}, want: []string{"deleting"}},
-		"new dependent of a parent not in the cache":  {ev: ev{create: dep("absent")}, want: []string{"absent"}},
+		"new dependent of an unheld parent":           {ev: ev{create: dep("unheld")}, want: []string{"now unheld"}},
+		"new dependent of a deleting parent":          {ev: ev{create: dep("deleting")}, want: []string{"now deleting"}},
+		"new dependent of a parent not in the cache":  {ev: ev{create: dep("absent")}, want: []string{"now absent"}},
 		"dependent without a parent":                  {ev: ev{create: dep("")}},
 		"status write under a held parent":            {ev: ev{old: dep("held"), new: dep("held")}},
-		"status write under a deleting parent":        {ev: ev{old: dep("deleting"), new: dep("deleting")}, want: []string{"deleting"}},
+		"status write under a deleting parent":        {ev: ev{old: dep("deleting"), new: dep("deleting")}, want: []string{"now deleting"}},
 		"deletion starts, cleanup finalizer kept":     {ev: ev{old: dep("held"), new: dep("held", deletingDep)}},
-		"cleanup finalizer removed while deleting":    {ev: ev{old: dep("held", deletingDep), new: dep("held", deletingDep, withoutCleanup)}, want: []string{"held"}},
-		"deletion starts without a cleanup finalizer": {ev: ev{old: dep("held", withoutCleanup), new: dep("held", withoutCleanup, deletingDep)}, want: []string{"held"}},
-		"parent reference changed":                    {ev: ev{old: dep("held"), new: dep("unheld")}, want: []string{"held", "unheld"}},
-		"dependent gone":                              {ev: ev{del: dep("held")}, want: []string{"held"}},
+		"cleanup finalizer removed while deleting":    {ev: ev{old: dep("held", deletingDep), new: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
+		"the same under a deleting parent":            {ev: ev{old: dep("deleting", deletingDep), new: dep("deleting", deletingDep, withoutCleanup)}, want: []string{"1s deleting"}},
+		"deletion starts without a cleanup finalizer": {ev: ev{old: dep("held", withoutCleanup), new: dep("held", withoutCleanup, deletingDep)}, want: []string{"1s held"}},
+		"parent reference changed":                    {ev: ev{old: dep("held"), new: dep("unheld")}, want: []string{"now held", "now unheld"}},
+		"dependent gone":                              {ev: ev{del: dep("held")}, want: []string{"now held"}},
+		"dependent gone after its cleanup":            {ev: ev{del: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
-			defer q.ShutDown()
+			q := &queue{}
 			switch {
 			case tc.ev.create != nil:
 				wake.Create(t.Context(), event.CreateEvent{Object: tc.ev.create}, q)
@@ -165,12 +169,7 @@ func TestWake(t *testing.T) {
 			default:
 				wake.Update(t.Context(), event.UpdateEvent{ObjectOld: tc.ev.old, ObjectNew: tc.ev.new}, q)
 			}
-			var got []string
-			for q.Len() > 0 {
-				req, _ := q.Get()
-				got = append(got, req.Name)
-				q.Done(req)
-			}
+			got := q.got
 			slices.Sort(got)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Fatalf("parents woken (-want +got):\n%s", diff)
@@ -203,4 +202,17 @@ func TestHoldStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// queue records how a handler enqueues: "now" or after a delay, then the
+// parent's name.
+type queue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	got []string
+}
+
+func (q *queue) Add(r reconcile.Request) { q.got = append(q.got, "now "+r.Name) }
+
+func (q *queue) AddAfter(r reconcile.Request, d time.Duration) {
+	q.got = append(q.got, d.String()+" "+r.Name)
 }

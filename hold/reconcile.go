@@ -84,13 +84,25 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// dropDelay is how soon a dependent that stops counting (Dependents)
+// wakes its parent. The most that can change there is that the parent is
+// let go (an alive parent's hold dropped, a deleting parent released once
+// its last dependent is done), which may wait a moment: N dependents
+// deleted at once then make a pass or two instead of N, each a count of
+// the dependents left plus a live read of the Secret (alive) or a proof of
+// access through the service's connection, shared with the dependents'
+// own deletes (deleting). Letting go later only keeps longer; the
+// parent's own changes wake it at once.
+const dropDelay = time.Second
+
 // wake enqueues a dependent's parent when the dependent's change can change
 // the parent's verdict. The one change that cannot is a dependent that
 // counts (Dependents) before and after, or a new one that counts, while the
 // parent is alive and already held: the verdict stays "keep". Skipping those
 // spares a parent of N dependents N passes over N dependents as they are
-// created and their status written. A stale cached parent is safe to trust
-// here because the parent's own changes wake it regardless (For).
+// created and their status written. A dependent that stops counting wakes
+// the parent after dropDelay. A stale cached parent is safe to trust here
+// because the parent's own changes wake it regardless (For).
 func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 	parentKey := func(o client.Object) (types.NamespacedName, bool) {
 		n := d.ParentName(o)
@@ -100,6 +112,11 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
 		if k, ok := parentKey(o); ok {
 			q.Add(reconcile.Request{NamespacedName: k})
+		}
+	}
+	enqueueSoon := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		if k, ok := parentKey(o); ok {
+			q.AddAfter(reconcile.Request{NamespacedName: k}, dropDelay)
 		}
 	}
 	settled := func(ctx context.Context, o client.Object) bool {
@@ -134,12 +151,19 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 				enqueue(q, e.ObjectNew)
 				return
 			}
-			if !counts(e.ObjectOld) || !counts(e.ObjectNew) || !settled(ctx, e.ObjectNew) {
+			switch {
+			case !counts(e.ObjectNew):
+				enqueueSoon(q, e.ObjectNew)
+			case !counts(e.ObjectOld) || !settled(ctx, e.ObjectNew):
 				enqueue(q, e.ObjectNew)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object)
+			if counts(e.Object) {
+				enqueue(q, e.Object)
+				return
+			}
+			enqueueSoon(q, e.Object)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(q, e.Object)

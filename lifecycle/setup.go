@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/hold"
@@ -72,7 +75,8 @@ func DefaultRateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 // (a parent that appears, becomes held or changes wakes its dependents at
 // once instead of at their next retry) and the parent's credential Secret
 // (metadata only: a Secret that appears or changes wakes the dependents of
-// every parent naming it).
+// every parent naming it). The start of a parent's or Secret's deletion
+// alone wakes no dependent (wakesDependents).
 func (r *Reconciler[O, K, C]) SetupWithManager(mgr ctrl.Manager, o SetupOptions) error {
 	if o.Name == "" {
 		o.Name = strings.ToLower(r.gvk.kind)
@@ -109,9 +113,10 @@ func (r *Reconciler[O, K, C]) SetupWithManager(mgr ctrl.Manager, o SetupOptions)
 			return err
 		}
 		rd := mgr.GetClient()
+		wakes := builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return wakesDependents(e.ObjectOld, e.ObjectNew) }})
 		b = b.Watches(h.Parent(), handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
 			return r.dependents(ctx, rd, list, p.GetNamespace(), p.GetName())
-		}))
+		}), wakes)
 		secret := &corev1.Secret{}
 		b = b.WatchesMetadata(secret, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, s client.Object) []reconcile.Request {
 			parents := parentList()
@@ -123,7 +128,7 @@ func (r *Reconciler[O, K, C]) SetupWithManager(mgr ctrl.Manager, o SetupOptions)
 				out = append(out, r.dependents(ctx, rd, list, p.GetNamespace(), p.GetName())...)
 			}
 			return out
-		}))
+		}), wakes)
 	}
 	if o.Extend != nil {
 		b = o.Extend(b)
@@ -136,6 +141,25 @@ func (r *Reconciler[O, K, C]) SetupWithManager(mgr ctrl.Manager, o SetupOptions)
 		return fmt.Errorf("lifecycle: %s controller: %w", o.Name, err)
 	}
 	return nil
+}
+
+// wakesDependents reports whether an update of a parent or of its
+// credential Secret wakes the parent's dependents. Every update does but
+// the one a delete makes of an object with finalizers: it sets the
+// deletionTimestamp (and bumps a custom resource's generation) and changes
+// nothing a dependent reads (a delete cannot change the spec, and the
+// finalizers, and with them the hold, are as they were). A
+// dependent not being deleted has nothing to do then (it creates nothing
+// through a parent that is not Held, and what it has is cleaned up when it
+// is deleted itself); one being deleted retries on its own backoff, which
+// the hold bounds (Hold.RetryAfter), and the hold's end is a finalizer
+// change, which wakes it. A namespace deletion starts the deletion of the
+// parent and its Secret while their dependents are still Ready: waking
+// them all twice sent each one through an observe of its external
+// resource, on the parent's one connection, ahead of its own deletion.
+func wakesDependents(old, updated client.Object) bool {
+	started := old.GetDeletionTimestamp().IsZero() && !updated.GetDeletionTimestamp().IsZero()
+	return !started || !slices.Equal(old.GetFinalizers(), updated.GetFinalizers())
 }
 
 // listOf returns a function making an empty list of obj's kind.

@@ -69,17 +69,24 @@ func Sub(after, before map[string]time.Duration, least time.Duration) map[string
 // live children's own. Keyed as pids is. It counts only these processes,
 // so that another stack of the same commands on the machine (another
 // test's API server or PostgreSQL) is not charged to this one;
-// PostgreSQL's backends are the postmaster's children.
+// PostgreSQL's backends are the postmaster's children. A live child that
+// is itself named in pids is charged under its own name only: a process
+// that started the others (a benchmark running its own control plane)
+// would otherwise count their CPU twice.
 func CPUOfTrees(pids map[string]int) (map[string]time.Duration, error) {
 	stats, err := readStats()
 	if err != nil {
 		return nil, err
 	}
+	named := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		named[pid] = true
+	}
 	out := make(map[string]time.Duration, len(pids))
 	for name, pid := range pids {
 		n := stats[pid].self + stats[pid].children
-		for _, st := range stats {
-			if st.ppid == pid {
+		for child, st := range stats {
+			if st.ppid == pid && !named[child] {
 				n += st.self
 			}
 		}

@@ -1,6 +1,7 @@
 package procstat
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"testing"
@@ -81,5 +82,51 @@ func TestCPUOfTreesCountsAChild(t *testing.T) {
 	}
 	if d := after["self"] - before["self"]; d < 100*time.Millisecond {
 		t.Fatalf("a reaped child's CPU is not charged to its parent: %s", d)
+	}
+}
+
+// TestCPUOfTreesCountsANamedChildOnce: a live child that is named too is
+// charged under its own name, not also to its parent's tree, so that the
+// named processes' CPU adds up to what they used.
+func TestCPUOfTreesCountsANamedChildOnce(t *testing.T) {
+	// Fixed work, then a line to say it is done, then a wait for stdin to
+	// close: alive, and idle, while it is measured.
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done; read x`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // ends the child's read
+		_ = cmd.Wait()    // its exit status says nothing here
+	})
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	both, err := CPUOfTrees(map[string]int{"self": os.Getpid(), "child": cmd.Process.Pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := CPUOfTrees(map[string]int{"self": os.Getpid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := both["child"]
+	if child < 100*time.Millisecond {
+		t.Fatalf("the child's CPU is %s after its fixed work; expected at least 100ms", child)
+	}
+	// alone["self"] counts the child once (in the tree); both["self"] +
+	// child must not count it twice. What self used between the two reads
+	// is far less than half the child's work.
+	if twice := both["self"] + child - alone["self"]; twice > child/2 {
+		t.Fatalf("self %s + child %s named apart exceed self's tree %s by %s: the child is counted twice",
+			both["self"], child, alone["self"], twice)
 	}
 }
