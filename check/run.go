@@ -35,7 +35,8 @@ type Options struct {
 	Seed int64
 	// Only runs these experiments (Experiments names them); empty is all.
 	Only []string
-	// Runs overrides the runs per experiment; zero is the mode's.
+	// Runs overrides the runs per experiment, and every one of them runs;
+	// zero is the mode's, an experiment stopping at its first broken run.
 	Runs int
 	// Progress receives one line per step of note (the control plane's
 	// start, each run's verdict); nil is silent.

@@ -95,7 +95,7 @@ func (w *stuckWatch) stuck(ctx context.Context) error {
 // in the namespaces (kind, name, whether it is deleting, its finalizers),
 // the namespaces' phase and conditions, the run's own objects' status
 // conditions (type, status, reason, message; not their times), what the
-// probe lists of the run, what the results probe lists (with results),
+// probe listed of the run at its last sampling, what the results probe lists (with results),
 // and whether the operator runs (and as which process). Times and resource versions are left out: a lease renewed or
 // a status rewritten with the same content is not progress.
 func (r *run) fingerprint(ctx context.Context, namespaces []string) (string, error) {
@@ -143,7 +143,7 @@ func (r *run) fingerprint(ctx context.Context, namespaces []string) (string, err
 		}
 	}
 	if r.spec.hasProbe() {
-		ids, err := r.probe.current(ctx)
+		ids, err := r.probe.latest()
 		if err != nil {
 			return "", err
 		}
