@@ -118,25 +118,47 @@ func TestQuietHoldIsNotCut(t *testing.T) {
 // --quick, every setting at its default but the operator's own hold and
 // sweeper timeouts (which operator-down and escaped need), against an
 // operator whose cleanup never succeeds: every experiment that applies
-// breaks. It prints each mode's wall time against its target.
+// breaks. It prints each mode's wall time against its target, then one
+// broken run (order-dependents-first) with and without the early end (the
+// baseline: timeouts.stuck longer than timeouts.finish), as a ratio.
+// FINALE_BENCH_STUCK (a duration) sets timeouts.stuck but for the
+// baseline, a lab setting that shows how much of the time is the window.
 //
 //	go test -run '^$' -bench CheckBrokenOperator -benchtime=1x -timeout 60m ./check/
 func BenchmarkCheckBrokenOperator(b *testing.B) {
-	targets := []struct {
-		mode   string
+	window := check.DefaultStuck.String() + " (the default)"
+	var stuck time.Duration
+	if v := os.Getenv("FINALE_BENCH_STUCK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("FINALE_BENCH_STUCK: %v", err)
+		}
+		stuck, window = d, d.String()+" (FINALE_BENCH_STUCK)"
+	}
+	const off = time.Hour // longer than timeouts.finish: no early end
+	cases := []struct {
+		name   string
 		quick  bool
-		target time.Duration
-	}{{"default", false, 10 * time.Minute}, {"quick", true, 4 * time.Minute}}
+		only   []string
+		stuck  time.Duration
+		target time.Duration // 0: none
+	}{
+		{"default mode", false, nil, stuck, 10 * time.Minute},
+		{"--quick", true, nil, stuck, 4 * time.Minute},
+		{"one run, early end", true, []string{check.OrderDependentsFirst}, stuck, 0},
+		{"one run, no early end (baseline)", true, []string{check.OrderDependentsFirst}, off, 0},
+	}
 	type row struct {
-		mode                  string
+		name                  string
 		runs, broke, skipped  int
 		wall, target          time.Duration
+		inRuns                time.Duration // the experiments' own time, setup left out
 		loadBefore, loadAfter string
 	}
 	var rows []row
 	for range b.N {
 		rows = rows[:0]
-		for _, tc := range targets {
+		for _, tc := range cases {
 			svc := newToyService(0)
 			spec := patSpec("toy-broken", startStuck(stuckToy{svc: svc, broken: true}), svc)
 			spec.Parent = check.Parent{
@@ -145,15 +167,17 @@ func BenchmarkCheckBrokenOperator(b *testing.B) {
 			}
 			spec.Timeouts.Hold = metav1Duration(10 * time.Second)
 			spec.Timeouts.Sweep = metav1Duration(15 * time.Second)
+			spec.Timeouts.Stuck = metav1Duration(tc.stuck)
 			before := loadAverage()
 			t0 := time.Now()
-			rep, err := check.Run(b.Context(), spec, check.Options{Quick: tc.quick, Seed: 1, Progress: os.Stderr, WorkDir: b.TempDir()})
+			rep, err := check.Run(b.Context(), spec, check.Options{Quick: tc.quick, Only: tc.only, Seed: 1, Progress: os.Stderr, WorkDir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}
-			r := row{mode: tc.mode, wall: time.Since(t0), target: tc.target, loadBefore: before, loadAfter: loadAverage()}
+			r := row{name: tc.name, wall: time.Since(t0), target: tc.target, loadBefore: before, loadAfter: loadAverage()}
 			r.runs, _ = rep.Runs()
 			for _, e := range rep.Experiments {
+				r.inRuns += time.Duration(e.Elapsed)
 				switch e.Verdict {
 				case check.Broke:
 					r.broke++
@@ -166,13 +190,21 @@ func BenchmarkCheckBrokenOperator(b *testing.B) {
 			rows = append(rows, r)
 		}
 	}
+	fmt.Printf("finale check against an operator whose cleanup never succeeds; timeouts.stuck %s\n", window)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODE\tRUNS\tBROKE\tSKIPPED\tWALL\tTARGET\tWITHIN\tLOAD (1, 5, 15 min) BEFORE\tAFTER")
+	fmt.Fprintln(tw, "RUN\tRUNS\tBROKE\tSKIPPED\tIN RUNS\tWALL\tTARGET\tWITHIN\tLOAD (1, 5, 15 min) BEFORE\tAFTER")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%t\t%s\t%s\n", r.mode, r.runs, r.broke, r.skipped,
-			r.wall.Round(time.Second), r.target, r.wall <= r.target, r.loadBefore, r.loadAfter)
+		target, within := "-", "-"
+		if r.target > 0 {
+			target, within = r.target.String(), fmt.Sprint(r.wall <= r.target)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.name, r.runs, r.broke, r.skipped,
+			r.inRuns.Round(time.Second), r.wall.Round(time.Second), target, within, r.loadBefore, r.loadAfter)
 	}
 	_ = tw.Flush()
+	if n := len(rows); n >= 2 && rows[n-2].inRuns > 0 {
+		fmt.Printf("one broken run: %.1fx faster with the early end than without (in runs)\n", rows[n-1].inRuns.Seconds()/rows[n-2].inRuns.Seconds())
+	}
 }
 
 // loadAverage is /proc/loadavg's three load averages.
