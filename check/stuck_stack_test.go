@@ -97,6 +97,23 @@ func TestStuckRunEndsEarly(t *testing.T) {
 	}
 }
 
+// In the default mode a crash experiment has 3 runs; its first broken run
+// settles the verdict and the other two are not run, the report saying
+// why.
+func TestBrokenRunSettlesExperiment(t *testing.T) {
+	svc := newToyService(0)
+	spec := patSpec("toy-stuck", startStuck(stuckToy{svc: svc, broken: true}), svc)
+	spec.Timeouts.Stuck = metav1Duration(5 * time.Second)
+	rep, err := check.Run(t.Context(), spec, check.Options{Seed: 1, Only: []string{check.KillDuringDeletion}, Progress: testLog{t}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := rep.Experiments[0]
+	if e.Verdict != check.Broke || len(e.Runs) != 1 || !strings.Contains(e.Reason, "run 1 broke, which settles the verdict; 2 more run(s) not run") {
+		t.Errorf("verdict %s, %d run(s), reason %q; want broke, 1 run, settled", e.Verdict, len(e.Runs), e.Reason)
+	}
+}
+
 // A cleanup that keeps quiet longer than timeouts.stuck, but within the
 // operator's hold (timeouts.hold), is waited for: the window is never
 // shorter than the hold with operator-down's margin, and the run holds.
