@@ -47,7 +47,9 @@
 //   - timeouts: the bound every deletion must finish within, the
 //     operator's own longest deletion timeout (timeouts.hold), and how
 //     long its sweeper takes to clean what escaped (timeouts.sweep: its
-//     settle window, clock skew and pass interval, and its start);
+//     settle window, clock skew and pass interval, and its start), and
+//     how long a run may show no progress before a wait ends early
+//     (timeouts.stuck);
 //   - optionally, for owners with result-capture children (a Workflow and
 //     its Pods), results: the children's kind, a results probe (a command
 //     printing "child ID", "produced ID" and "persisted ID" lines, or a
@@ -133,7 +135,16 @@
 // objects left behind as kubectl would list them with their finalizers,
 // the probe's leftovers, the timeline of the run (every step, every
 // external resource appearing and going) and the end of the operator's
-// log. An experiment breaks when one of its runs does.
+// log. An experiment breaks when one of its runs does; in the mode's runs
+// it stops at its first broken run.
+//
+// A wait on the operator (the creates, a deletion, the service clean after
+// it) ends before its bound, broken, once the run's fingerprint (the
+// objects in its namespaces and the operator's with their finalizers and
+// deletion marks, the namespaces' and its objects' conditions, the probe's
+// last listing, the operator's process) stayed the same for timeouts.stuck,
+// never less than timeouts.hold with operator-down's margin, nor, once the
+// namespaces are gone, timeouts.sweep.
 //
 // With results, results-stalled also checks no-lost-result: within
 // timeouts.finish of the operator's return, every result a child produced

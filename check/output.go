@@ -39,8 +39,11 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	for _, e := range r.Experiments {
-		if e.Verdict == Skipped {
+		switch {
+		case e.Verdict == Skipped:
 			fmt.Fprintf(w, "skipped %s: %s\n", e.Name, e.Reason)
+		case e.Reason != "":
+			fmt.Fprintf(w, "%s: %s\n", e.Name, e.Reason)
 		}
 	}
 	for _, n := range r.Notes {

@@ -25,7 +25,7 @@ func sampleReport() Report {
 		Operator: "widgets", Seed: 7, Elapsed: Duration(time.Minute), Setup: Duration(4 * time.Second),
 		Experiments: []Result{
 			{Name: OrderAllAtOnce, Verdict: Held, Runs: []RunReport{{Seed: 7, Verdict: Held, Finish: Duration(10 * time.Second), Kills: 0}}},
-			{Name: TransportFreeze, Verdict: Broke, Fix: "clientpool", Runs: []RunReport{broken}},
+			{Name: TransportFreeze, Verdict: Broke, Fix: "clientpool", Runs: []RunReport{broken}, Reason: "run 1 broke, which settles the verdict; 2 more run(s) not run (--runs runs them all)"},
 			{Name: TransportStall, Verdict: Skipped, Reason: "no http2 fault point"},
 			{Name: ResultsStalled, Verdict: Broke, Fix: "capture", Runs: []RunReport{{
 				Seed: 7, Verdict: Broke, Finish: Duration(9 * time.Second), Produced: 2, Lost: []string{"wf-0-123"},
@@ -51,6 +51,7 @@ func TestWriteText(t *testing.T) {
 		"(cluster)  Hub   hub-a   31s           example.com/hold",
 		"    role chk_a_0",
 		"skipped transport-stall: no http2 fault point",
+		"transport-freeze: run 1 broke, which settles the verdict",
 		"results-stalled    BROKE    1     0s    9s            0       0           1     0",
 		"violation no-lost-result: 1 result(s) produced by a Pod now gone",
 		"results lost (2 produced; these by a child now gone, never persisted by its owner):\n    wf-0-123",

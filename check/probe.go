@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -23,10 +25,12 @@ const probeTimeout = 30 * time.Second
 type prober struct {
 	r *run
 
-	mu   sync.Mutex // guards base, seen, last, deleting and clean
+	mu   sync.Mutex // guards base, seen, last, failed, deleting and clean
 	base map[string]bool
 	seen map[string]bool
 	last map[string]bool
+	// failed: the last listing failed, so last may be stale.
+	failed bool
 	// deleting is when the run asked for its first deletion; clean when
 	// the probe first listed none of the run's resources after it.
 	deleting, clean time.Time
@@ -126,10 +130,14 @@ func (p *prober) stop() {
 func (p *prober) current(ctx context.Context) ([]string, error) {
 	ids, err := p.list(ctx)
 	if err != nil {
+		p.mu.Lock()
+		p.failed = true
+		p.mu.Unlock()
 		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.failed = false
 	now := map[string]bool{}
 	var out []string
 	for _, id := range ids {
@@ -152,6 +160,22 @@ func (p *prober) current(ctx context.Context) ([]string, error) {
 	if len(out) == 0 && !p.deleting.IsZero() && p.clean.IsZero() {
 		p.clean = time.Now()
 	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// errProbeFailed: the probe's last listing failed.
+var errProbeFailed = errors.New("the probe's last listing failed")
+
+// latest is the run's identities in the last listing, sorted, without
+// calling the probe (the sampling calls it at its interval).
+func (p *prober) latest() ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed {
+		return nil, errProbeFailed
+	}
+	out := slices.Collect(maps.Keys(p.last))
 	slices.Sort(out)
 	return out, nil
 }

@@ -103,6 +103,9 @@ type RunReport struct {
 	Conditions []string `json:"conditions,omitempty"`
 	Timeline   []Event  `json:"timeline,omitempty"`
 	Notes      []string `json:"notes,omitempty"`
+	// EndedEarly names the wait that ended before its bound because the
+	// run showed no progress for timeouts.stuck; empty when none did.
+	EndedEarly string `json:"endedEarly,omitempty"`
 	// Reproduce is the command that runs this run alone.
 	Reproduce string `json:"reproduce,omitempty"`
 	// OperatorLog is the end of the operator's log, for a broken run.
@@ -113,7 +116,9 @@ type RunReport struct {
 	Cause string `json:"cause,omitempty"`
 }
 
-// Result is one experiment's outcome.
+// Result is one experiment's outcome. Reason says why a skipped
+// experiment did not run, or why a broken one ran fewer runs than its
+// mode's.
 type Result struct {
 	Name        string      `json:"name"`
 	Description string      `json:"description"`

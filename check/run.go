@@ -34,7 +34,8 @@ type Options struct {
 	Seed int64
 	// Only runs these experiments (Experiments names them); empty is all.
 	Only []string
-	// Runs overrides the runs per experiment; zero is the mode's.
+	// Runs overrides the runs per experiment, and every one of them runs;
+	// zero is the mode's, an experiment stopping at its first broken run.
 	Runs int
 	// Progress receives one line per step of note (the control plane's
 	// start, each run's verdict); nil is silent.
@@ -145,16 +146,40 @@ func Run(ctx context.Context, spec *Spec, opts Options) (rep Report, err error) 
 				res.Verdict = Broke
 			}
 			res.Runs = append(res.Runs, r)
-			progress(opts.Progress, "%-28s run %d/%d seed %d: %s in %s (%s, leaked %d, duplicates %d, lost %d, kills %d)",
-				e.Name, i+1, n, seed, r.Verdict, r.Elapsed, deletionCell(r), len(r.Leaked), r.Duplicates, len(r.Lost), r.Kills)
+			progress(opts.Progress, "%-28s run %d/%d seed %d: %s in %s (%s, leaked %d, duplicates %d, lost %d, kills %d)%s",
+				e.Name, i+1, n, seed, r.Verdict, r.Elapsed, deletionCell(r), len(r.Leaked), r.Duplicates, len(r.Lost), r.Kills, earlySuffix(r))
+			if r.Verdict == Broke && opts.Runs == 0 && i+1 < n {
+				// One broken run settles the experiment's verdict, and
+				// its seed reproduces it; asked-for runs (--runs) all run.
+				res.Reason = fmt.Sprintf(reasonSettled, i+1, n-i-1)
+				break
+			}
 		}
 		res.Elapsed = Duration(time.Since(te))
+		progress(opts.Progress, "%-28s %s (%d run(s) in %s)%s", e.Name, strings.ToUpper(string(res.Verdict)), len(res.Runs), res.Elapsed, reasonSuffix(res.Reason))
 		rep.Experiments = append(rep.Experiments, res)
 		if note := e.note(st); note != "" && !slices.Contains(rep.Notes, note) {
 			rep.Notes = append(rep.Notes, note)
 		}
 	}
 	return rep, nil
+}
+
+// reasonSettled is why an experiment ran fewer runs than its mode's.
+const reasonSettled = "run %d broke, which settles the verdict; %d more run(s) not run (--runs runs them all)"
+
+func earlySuffix(r RunReport) string {
+	if r.EndedEarly == "" {
+		return ""
+	}
+	return "; ended early, " + r.EndedEarly
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ": " + reason
 }
 
 // noteResults says what the invariants did not cover.
@@ -518,38 +543,50 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 	t0 := time.Now()
 	rd, _ := r.spec.readyCheck() // Validate compiled it
 	var last string
-	err := r.waitProbe(ctx, r.spec.readyTimeout(), "the creates", func(ctx context.Context) (bool, error) {
+	watch := r.watchStuck(r.spec.stuckWindow(), r.ns)
+	ready := func(ctx context.Context) bool {
 		n, err := r.probe.count(ctx)
 		if err != nil {
 			if ctx.Err() == nil { // not the wait's own deadline
 				last = err.Error()
 			}
-			return false, nil
+			return false
 		}
 		if n < r.res.Expected {
 			last = fmt.Sprintf("the probe lists %d of %d external resources", n, r.res.Expected)
-			return false, nil
+			return false
 		}
 		if why := r.resultsReady(ctx); why != "" {
 			last = why
-			return false, nil
+			return false
 		}
 		if rd != nil {
 			for _, d := range r.dependents {
 				ok, why := r.dependentReady(ctx, d, rd)
 				if !ok {
 					last = why
-					return false, nil
+					return false
 				}
 			}
 		}
-		return true, nil
+		return true
+	}
+	err := r.waitProbe(ctx, r.spec.readyTimeout(), "the creates", func(ctx context.Context) (bool, error) {
+		if ready(ctx) {
+			return true, nil
+		}
+		return false, watch.stuck(ctx)
 	})
 	if ctx.Err() != nil {
 		return 0, false
 	}
 	if err != nil {
 		r.checkAlive()
+		if errors.Is(err, errStuck) {
+			r.endedEarly("the creates", watch)
+			r.violate(Ready, "not ready: %s (%s after the creates, of the %s bound): %s; %s", r.stillFor(watch), time.Since(t0).Round(time.Second), r.spec.readyTimeout(), last, r.conditions(ctx))
+			return 0, false
+		}
 		r.violate(Ready, "not ready within %s: %s; %s", r.spec.readyTimeout(), last, r.conditions(ctx))
 		return 0, false
 	}
@@ -715,7 +752,13 @@ func (r *run) waitNamespacesGone(ctx context.Context, since time.Time, namespace
 // everything that keeps the namespaces. It reports whether done came.
 func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done func(context.Context) (bool, error), namespaces []string, about []*unstructured.Unstructured) bool {
 	bound := r.spec.finish()
-	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(bound)), time.Millisecond), what+" to go", done)
+	watch := r.watchStuck(r.spec.stuckWindow(), namespaces...)
+	err := controlplane.WaitFor(ctx, max(time.Until(since.Add(bound)), time.Millisecond), what+" to go", func(ctx context.Context) (bool, error) {
+		if ok, err := done(ctx); ok || err != nil {
+			return ok, err
+		}
+		return false, watch.stuck(ctx)
+	})
 	if ctx.Err() != nil || err == nil {
 		return err == nil
 	}
@@ -730,7 +773,12 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 	r.res.Conditions = conds
 	r.checkAlive()
 	objs := objectsOf(r.res.LeftBehind, about)
-	v := Violation{Invariant: Finished, Detail: fmt.Sprintf("%s not gone %s after the deletion: %s", what, bound, summarize(objs, about != nil)), Objects: objs}
+	detail := fmt.Sprintf("%s not gone %s after the deletion: %s", what, bound, summarize(objs, about != nil))
+	if errors.Is(err, errStuck) {
+		r.endedEarly(what+" to go", watch)
+		detail = fmt.Sprintf("%s not gone: %s (%s after the deletion, of the %s bound): %s", what, r.stillFor(watch), time.Since(since).Round(time.Second), bound, summarize(objs, about != nil))
+	}
+	v := Violation{Invariant: Finished, Detail: detail, Objects: objs}
 	r.res.Violations = append(r.res.Violations, v)
 	r.event("VIOLATION %s", v)
 	return false
@@ -767,17 +815,24 @@ func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, a
 		wait = 0
 	}
 	var leaked []string
+	// A sweeper is silent until its settle window passed: no early end
+	// before timeouts.sweep.
+	watch := r.watchStuck(max(r.spec.stuckWindow(), r.spec.Timeouts.Sweep.Duration))
 	perr := r.waitProbe(ctx, max(wait, time.Millisecond), "nothing left in the external service", func(ctx context.Context) (bool, error) {
 		ids, err := r.probe.current(ctx)
 		if err != nil {
 			return false, nil
 		}
 		leaked = ids
-		return len(ids) == 0, nil
+		if len(ids) == 0 {
+			return true, nil
+		}
+		return false, watch.stuck(ctx)
 	})
 	if perr == nil || ctx.Err() != nil {
 		return
 	}
+	stuck := errors.Is(perr, errStuck)
 	if leaked == nil {
 		ids, err := r.probe.current(ctx)
 		if err != nil {
@@ -788,6 +843,11 @@ func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, a
 	}
 	if len(leaked) > 0 {
 		r.res.Leaked = leaked
+		if stuck {
+			r.endedEarly("nothing left in the external service", watch)
+			r.violate(NoLeak, "%d external resource(s) left: %s (%s after %s, of the %s bound): %s", len(leaked), r.stillFor(watch), time.Since(since).Round(time.Second), after, bound, strings.Join(firstN(leaked, 5), "; "))
+			return
+		}
 		r.violate(NoLeak, "%d external resource(s) left %s after %s: %s", len(leaked), bound, after, strings.Join(firstN(leaked, 5), "; "))
 	}
 }

@@ -342,6 +342,18 @@ type Timeouts struct {
 	// after the operator's return. Required for that experiment; without
 	// it the experiment is skipped.
 	Sweep metav1.Duration `json:"sweep,omitempty"`
+	// Stuck is how long a run may show no progress before a wait on the
+	// operator (the creates, a deletion, a leak) ends before its bound,
+	// broken: nothing in the run's namespaces changed (objects,
+	// finalizers, deletion marks, conditions and their messages, the
+	// namespaces' phase and conditions), the probe listed the same and
+	// the operator neither exited nor restarted. It must exceed the
+	// longest the operator goes silent while it still progresses: its
+	// start (caches, leader election), its longest call timeout plus the
+	// retry after it. Never less than timeouts.hold with operator-down's
+	// margin, nor timeouts.sweep once the namespaces are gone. Zero is
+	// 30s; at least 5s.
+	Stuck metav1.Duration `json:"stuck,omitempty"`
 }
 
 // Stale tunes the stale-apiserver experiment.
@@ -358,6 +370,8 @@ const (
 	DefaultReadyTimeout = 2 * time.Minute
 	DefaultFinish       = 2 * time.Minute
 	DefaultLag          = time.Second
+	DefaultStuck        = 30 * time.Second
+	minStuck            = 5 * time.Second
 	quickDependents     = 2
 )
 
@@ -370,6 +384,9 @@ const (
 	msgNoProbeNoReady  = "required without probe.command and results: nothing else says the operator has acted on a dependent before it is deleted " +
 		"(an operator that makes external resources needs probe.command, a program printing one identity per line)"
 )
+
+// msgStuckShort refuses a stuck window shorter than a few of its samples.
+const msgStuckShort = "%s is shorter than %s: a few looks at the run must fit in it"
 
 // ErrSpec is wrapped by every error about a description.
 var ErrSpec = errors.New("check: invalid description")
@@ -624,10 +641,14 @@ func (s *Spec) Validate() error {
 		"probe.interval": s.Probe.Interval.Duration, "timeouts.ready": s.Timeouts.Ready.Duration,
 		"timeouts.finish": s.Timeouts.Finish.Duration, "timeouts.hold": s.Timeouts.Hold.Duration,
 		"timeouts.sweep": s.Timeouts.Sweep.Duration, "stale.lag": s.Stale.Lag.Duration,
+		"timeouts.stuck": s.Timeouts.Stuck.Duration,
 	} {
 		if d < 0 {
 			bad(field, "negative")
 		}
+	}
+	if d := s.Timeouts.Stuck.Duration; d > 0 && d < minStuck {
+		bad("timeouts.stuck", msgStuckShort, d, minStuck)
 	}
 	if s.Timeouts.Sweep.Duration > 0 && !s.hasProbe() {
 		// Nothing would say whether the sweeper cleaned: a window set
@@ -830,6 +851,7 @@ func (s *Spec) readyTimeout() time.Duration {
 }
 func (s *Spec) finish() time.Duration { return cmp.Or(s.Timeouts.Finish.Duration, DefaultFinish) }
 func (s *Spec) lag() time.Duration    { return cmp.Or(s.Stale.Lag.Duration, DefaultLag) }
+func (s *Spec) stuck() time.Duration  { return cmp.Or(s.Timeouts.Stuck.Duration, DefaultStuck) }
 func (s *Spec) perDependent() int {
 	switch {
 	case !s.hasProbe():

@@ -75,6 +75,8 @@ func TestParseRefuses(t *testing.T) {
 		"fault name twice":    {`  - {name: db, address: "127.0.0.1:5432"}`, "  - {name: db, address: \"127.0.0.1:5432\"}\n  - {name: db, address: \"127.0.0.1:5433\"}", `faults[1].name: "db" used twice`},
 		"not yaml":            {"name: widgets", "name: [widgets", "not YAML"},
 		"service, no command": {"name: widgets", "name: widgets\nservice: {env: {A: b}}", "service.command: required"},
+		"stuck too short":     {"hold: 40s", "hold: 40s, stuck: 2s", "timeouts.stuck: 2s is shorter than 5s"},
+		"stuck negative":      {"hold: 40s", "hold: 40s, stuck: -1s", "timeouts.stuck: negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if !strings.Contains(validSpec, tc.from) {

@@ -59,7 +59,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	output := fs.String("o", "text", "output format on stdout: text or json")
 	reportPath := fs.String("report", "", "also write a report with the timeline of each broken run: a .md (Markdown) or .html file")
 	only := fs.String("only", "", "comma-separated experiments to run; empty is all")
-	runs := fs.Int("runs", 0, "runs per experiment; 0 is the mode's (crash experiments: 3, or 1 with --quick; others 1)")
+	runs := fs.Int("runs", 0, "runs per experiment, all run; 0 is the mode's (crash experiments: 3, or 1 with --quick; others 1), an experiment stopping at its first broken run")
 	killWindow := fs.Duration("kill-window", 0, "the window the crash experiments' kills fall in; 0 is the creates' and the cleanup's times measured by the first runs (a reproduction names the window of its run)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	validate := fs.Bool("validate", false, "check the description (fields, templates, paths) and --only, print a summary and exit; starts nothing")
