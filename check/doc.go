@@ -164,8 +164,11 @@
 //
 // # Cost
 //
-// Runs go one at a time: two operators watching the same cluster would act
-// on each other's objects. A namespace deletion whose objects carry
+// Runs on one control plane go one at a time: two operators watching the
+// same cluster would act on each other's objects. Options.Lanes runs
+// experiments side by side, each lane on a stack of its own; by default 2
+// lanes when no run can see another lane's resources (docs/check.md,
+// "Lanes"). A namespace deletion whose objects carry
 // finalizers takes at least about 8 seconds of the namespace controller's
 // own (it looks again after half its 15-second estimate), so a run takes
 // 8 to 25 seconds. Measured on 2 shared cores (docs/benchmarks.md): --quick (at most 2

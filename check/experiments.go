@@ -651,4 +651,17 @@ func (e *Experiment) faultsCreates() bool {
 }
 
 // String names the experiment.
+// measuresWindow reports whether the experiment's undisturbed run
+// measures a window the crash experiments' kills fall in (setup's
+// creates, dependents-first's cleanup).
+func (e *Experiment) measuresWindow() bool {
+	return e.Name == OrderAllAtOnce || e.Name == OrderDependentsFirst
+}
+
+// drawsKills reports whether the experiment draws kill moments in a
+// measured window (killWindow).
+func (e *Experiment) drawsKills() bool {
+	return e.Name == KillDuringCreates || e.Name == KillDuringDeletion
+}
+
 func (e *Experiment) String() string { return fmt.Sprintf("%s: %s", e.Name, e.Description) }

@@ -566,3 +566,10 @@ func TestPatternParentFinalizerKeptForTheOther(t *testing.T) {
 		},
 	})
 }
+
+// listRun is a probe that lists only the run's own resources (those of
+// its owner namespace): what a description running in lanes asserts.
+func (s *toyService) listRun(ctx context.Context, v check.Values) ([]string, error) {
+	all, err := s.list(ctx, v)
+	return slices.DeleteFunc(all, func(n string) bool { return !strings.HasPrefix(n, "ext/"+v.Namespace+"/") }), err
+}

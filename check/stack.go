@@ -57,15 +57,19 @@ type stack struct {
 	lagging           *controlplane.APIServer
 	laggingKubeconfig string
 
-	mu sync.Mutex // guards the windows
-	// createWindow and deleteWindow are how long the creates and a
-	// namespace deletion took in the first undisturbed runs: the kills
-	// fall at random moments within them.
-	createWindow, deleteWindow time.Duration
+	// win is what the first runs measured, shared by every lane.
+	win *windows
+}
+
+// windows are how long the creates and a namespace deletion took in the
+// first undisturbed runs: the kills fall at random moments within them.
+type windows struct {
+	mu             sync.Mutex // guards create and delete
+	create, delete time.Duration
 }
 
 func newStack(ctx context.Context, spec *Spec, tmp string, log io.Writer) (_ *stack, err error) {
-	st := &stack{spec: spec, tmp: tmp, log: log, proxies: map[string]*faultinject.Proxy{}}
+	st := &stack{spec: spec, tmp: tmp, log: log, proxies: map[string]*faultinject.Proxy{}, win: &windows{}}
 	defer func() {
 		if err != nil {
 			st.close()
@@ -224,23 +228,23 @@ func writeKubeconfig(from, to, host string) error {
 func (st *stack) adminConfig() *rest.Config { return rest.CopyConfig(st.env.Config) }
 
 func (st *stack) setWindow(create bool, d time.Duration) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if create && st.createWindow == 0 {
-		st.createWindow = d
+	st.win.mu.Lock()
+	defer st.win.mu.Unlock()
+	if create && st.win.create == 0 {
+		st.win.create = d
 	}
-	if !create && st.deleteWindow == 0 {
-		st.deleteWindow = d
+	if !create && st.win.delete == 0 {
+		st.win.delete = d
 	}
 }
 
 // window is a measured window, or def before one was measured.
 func (st *stack) window(create bool, def time.Duration) time.Duration {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w := st.deleteWindow
+	st.win.mu.Lock()
+	defer st.win.mu.Unlock()
+	w := st.win.delete
 	if create {
-		w = st.createWindow
+		w = st.win.create
 	}
 	return cmp.Or(w, def)
 }

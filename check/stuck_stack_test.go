@@ -140,6 +140,10 @@ func TestQuietHoldIsNotCut(t *testing.T) {
 // baseline: timeouts.stuck longer than timeouts.finish), as a ratio.
 // FINALE_BENCH_STUCK (a duration) sets timeouts.stuck but for the
 // baseline, a lab setting that shows how much of the time is the window.
+// The toy runs in this process, which keeps the default at one lane, so
+// the benchmark asks for the two lanes a description whose probe reaches
+// its own service through {{.ServiceAddr}} gets by default; its probe
+// lists only its run's resources, as --lanes asserts.
 //
 //	go test -run '^$' -bench CheckBrokenOperator -benchtime=1x -timeout 60m ./check/
 func BenchmarkCheckBrokenOperator(b *testing.B) {
@@ -178,6 +182,7 @@ func BenchmarkCheckBrokenOperator(b *testing.B) {
 		for _, tc := range cases {
 			svc := newToyService(0)
 			spec := patSpec("toy-broken", startStuck(stuckToy{svc: svc, broken: true}), svc)
+			spec.Probe.Func = svc.listRun
 			spec.Parent = check.Parent{
 				Secret: `{apiVersion: v1, kind: Secret, metadata: {name: creds}, stringData: {token: t}}`,
 				Object: `{apiVersion: v1, kind: ConfigMap, metadata: {name: conn}}`,
@@ -187,7 +192,7 @@ func BenchmarkCheckBrokenOperator(b *testing.B) {
 			spec.Timeouts.Stuck = metav1Duration(tc.stuck)
 			before := loadAverage()
 			t0 := time.Now()
-			rep, err := check.Run(b.Context(), spec, check.Options{Quick: tc.quick, Only: tc.only, Seed: 1, Progress: os.Stderr, WorkDir: b.TempDir()})
+			rep, err := check.Run(b.Context(), spec, check.Options{Quick: tc.quick, Only: tc.only, Seed: 1, Lanes: 2, Progress: os.Stderr, WorkDir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,7 +18,7 @@ import (
 	"github.com/finale-dev/finale/internal/exitcode"
 )
 
-const checkUsage = `usage: finale check -f operator.yaml [--quick] [--seed N] [-o text|json] [--report out.md|out.html] [--only EXPERIMENT[,...]] [--runs N]
+const checkUsage = `usage: finale check -f operator.yaml [--quick] [--seed N] [-o text|json] [--report out.md|out.html] [--only EXPERIMENT[,...]] [--runs N] [--lanes N]
        finale check -f operator.yaml --validate
 
 Runs the operator the description file describes against a local control
@@ -43,6 +43,7 @@ const (
 	msgNoFile         = "check: -f is required: the description file of the operator under test (see the README's \"Testing your own operator\")"
 	msgBadReport      = "check: --report %q: want a .md or .html file"
 	msgBadRuns        = "check: --runs %d: want 0 or more"
+	msgBadLanes       = "check: --lanes %d: want 1 or more"
 	msgBadKillWindow  = "check: --kill-window %s: want 0 or more"
 	msgBadOnly        = "check: --only %q: no such experiment (experiments: %s)"
 	msgValid          = "%s: a valid description of %s (%d dependents, %d fault points); experiments selected: %s\n"
@@ -61,6 +62,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	only := fs.String("only", "", "comma-separated experiments to run; empty is all")
 	runs := fs.Int("runs", 0, "runs per experiment, all run; 0 is the mode's (crash experiments: 3, or 1 with --quick; others 1), an experiment stopping at its first broken run")
 	killWindow := fs.Duration("kill-window", 0, "the window the crash experiments' kills fall in; 0 is the creates' and the cleanup's times measured by the first runs (a reproduction names the window of its run)")
+	laneCount := fs.Int("lanes", 0, "control planes running experiments side by side; unset is 2 when the probe looks only at the service check starts ({{.ServiceAddr}}) and there are 2 CPUs, else 1; a count asserts each run's probe lists only that run's resources")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	validate := fs.Bool("validate", false, "check the description (fields, templates, paths) and --only, print a summary and exit; starts nothing")
 	if helped, err := parseFlags(fs, args, out, fmt.Sprintf(checkUsage, strings.Join(check.Names(), ", "))); helped || err != nil {
@@ -80,6 +82,11 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *runs < 0 {
 		return exitcode.Usagef(msgBadRuns, *runs)
+	}
+	lanesSet := false
+	fs.Visit(func(f *flag.Flag) { lanesSet = lanesSet || f.Name == "lanes" })
+	if lanesSet && *laneCount < 1 {
+		return exitcode.Usagef(msgBadLanes, *laneCount)
 	}
 	if *killWindow < 0 {
 		return exitcode.Usagef(msgBadKillWindow, *killWindow)
@@ -120,7 +127,7 @@ func runCheck(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	opts := check.Options{Quick: *quick, Seed: *seed, Runs: *runs, KillWindow: *killWindow, Progress: os.Stderr, Command: "finale check -f " + *file}
+	opts := check.Options{Quick: *quick, Seed: *seed, Runs: *runs, Lanes: *laneCount, KillWindow: *killWindow, Progress: os.Stderr, Command: "finale check -f " + *file}
 	if *quiet {
 		opts.Progress = nil
 	}

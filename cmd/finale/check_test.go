@@ -31,6 +31,7 @@ func TestCheckArguments(t *testing.T) {
 		"bad output":         {args: []string{"-f", bad, "-o", "yaml"}, want: []string{`"yaml"`}, code: exitcode.Usage},
 		"bad report":         {args: []string{"-f", bad, "--report", "r.pdf"}, want: []string{"r.pdf", ".md or .html"}, code: exitcode.Usage},
 		"negative runs":      {args: []string{"-f", bad, "--runs", "-1"}, want: []string{"--runs -1"}, code: exitcode.Usage},
+		"zero lanes":         {args: []string{"-f", bad, "--lanes", "0"}, want: []string{"--lanes 0"}, code: exitcode.Usage},
 		"extra argument":     {args: []string{"-f", bad, "now"}, want: []string{`"now"`, "finale check takes only flags"}, code: exitcode.Usage},
 		"unknown flag":       {args: []string{"-f", bad, "--quik"}, want: []string{"-quik", "finale help check"}, code: exitcode.Usage},
 		"missing file":       {args: []string{"-f", filepath.Join(dir, "none.yaml")}, want: []string{"none.yaml"}, code: exitcode.BadDescription},

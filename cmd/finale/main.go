@@ -45,7 +45,7 @@ commands:
   approve --namespace NS --from-uid UID [--records-namespace NS] [--dry-run]
                                         approve, in one action, the claim of every restored object of a namespace
                                         that was deleted and created again
-  check -f operator.yaml [--quick] [--seed N] [-o text|json] [--report out.md|out.html] [--only EXPERIMENT]
+  check -f operator.yaml [--quick] [--seed N] [-o text|json] [--report out.md|out.html] [--only EXPERIMENT] [--lanes N]
                                         the deletion test of any operator, on a local control plane of its own;
                                         exits 2 when an experiment broke
   check -f operator.yaml --validate     check the description (fields, templates, paths) and start nothing
