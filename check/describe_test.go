@@ -119,7 +119,7 @@ func TestParseReadiness(t *testing.T) {
 			want: got{Errors: []string{"dependents.ready: " + errReadyValue.Error()}}},
 		"bad jsonPath": {add: "  ready: {jsonPath: '{.status[}'}\n",
 			want: got{Errors: []string{`dependents.ready: jsonPath "{.status[}": unterminated array`}}},
-		"misspelt": {add: "  ready: {conditon: Ready}\n", want: got{Errors: []string{`unknown field "dependents.ready.conditon"`}}},
+		"misspelt": {add: "  ready: {kondition: Ready}\n", want: got{Errors: []string{`unknown field "dependents.ready.kondition"`}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, errs := parseErrors(t, strings.Replace(validSpec, at, at+tc.add, 1))

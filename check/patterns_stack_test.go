@@ -238,7 +238,7 @@ func (t trackingToy) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	deleting := o.DeletionTimestamp != nil
-	if !(t.careful && deleting) {
+	if !t.careful || !deleting {
 		if err := t.connect(ctx, &o); err != nil {
 			return reconcile.Result{}, err // Forbidden in a terminating namespace, every retry
 		}

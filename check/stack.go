@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -376,4 +375,3 @@ func progress(w io.Writer, format string, args ...any) {
 	}
 }
 
-func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -588,7 +588,7 @@ func (p *pass) one(ctx context.Context, r *ledger.Record) {
 		p.s.opts.Log.Error(err, "list sweep targets", "owner", r.Owner.String())
 	}
 	var tried, unverified []string
-	var lastErr error = errNoTarget
+	lastErr := errNoTarget
 	for _, c := range cands {
 		if c.Authentication == "" {
 			// A copy behind a proxy would answer through it as the
