@@ -374,4 +374,3 @@ func progress(w io.Writer, format string, args ...any) {
 		fmt.Fprintf(w, "finale check: "+format+"\n", args...)
 	}
 }
-
