@@ -2,12 +2,17 @@ package check
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrLanes is returned for Options.Lanes below zero.
@@ -123,4 +128,205 @@ func (l laneWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// newStacks starts n stacks side by side; with more than one, each has
+// its own directory under tmp and names its lane in its progress lines.
+func newStacks(ctx context.Context, spec *Spec, tmp string, n int, log io.Writer) ([]*stack, error) {
+	if n == 1 {
+		st, err := newStack(ctx, spec, tmp, log)
+		if err != nil {
+			return nil, err
+		}
+		return []*stack{st}, nil
+	}
+	var mu sync.Mutex
+	stacks := make([]*stack, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dir := filepath.Join(tmp, fmt.Sprintf("lane-%d", i+1))
+			if errs[i] = os.MkdirAll(dir, 0o700); errs[i] != nil {
+				return
+			}
+			var w io.Writer
+			if log != nil {
+				w = laneWriter{mu: &mu, w: log, lane: fmt.Sprintf("lane %d: ", i+1)}
+			}
+			stacks[i], errs[i] = newStack(ctx, spec, dir, w)
+		}()
+	}
+	wg.Wait()
+	var started []*stack
+	for _, st := range stacks {
+		if st != nil {
+			started = append(started, st)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return started, err
+	}
+	// The kills fall in the windows the first runs measured, whichever
+	// lane ran them: a kill moment stays a function of the seed.
+	for _, st := range stacks[1:] {
+		st.win = stacks[0].win
+	}
+	return stacks, nil
+}
+
+// runLanes runs the experiments, each one's runs in order on one lane,
+// the lanes taking the experiments in their order. The check's first run
+// goes alone (an operator never ready in it skips the rest), and a crash
+// experiment starts once the experiments that measure its kills' window
+// ended. Results are in the experiments' order; an experiment that did
+// not end has none.
+func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Options) ([]Result, error) {
+	results := make([]Result, len(exps))
+	ended := make([]chan struct{}, len(exps))
+	var queue []int
+	for k, e := range exps {
+		ended[k] = make(chan struct{})
+		reason := e.skip(stacks[0].spec)
+		if reason == "" && e.notFor != nil {
+			reason = e.notFor(stacks[0].scopes)
+		}
+		if reason != "" {
+			results[k] = Result{Name: e.Name, Description: e.Description, Fix: e.Fix, Verdict: Skipped, Reason: reason}
+			progress(opts.Progress, "%-28s skipped: %s", e.Name, reason)
+			close(ended[k])
+			continue
+		}
+		queue = append(queue, k)
+	}
+	if len(queue) == 0 {
+		return results, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex // guards next, failed, never and results
+		next     = 1
+		failed   error // the first run that could not run; the rest end
+		gate     = make(chan struct{})
+		gateOnce sync.Once
+		never    bool
+	)
+	open := func() { gateOnce.Do(func() { close(gate) }) }
+	do := func(st *stack, k int, first bool) bool {
+		e := exps[k]
+		defer close(ended[k])
+		if e.drawsKills() {
+			for j := range k {
+				if exps[j].measuresWindow() {
+					select {
+					case <-ended[j]:
+					case <-ctx.Done():
+						return false
+					}
+				}
+			}
+		}
+		res, neverReady, err := st.experiment(ctx, e, first, opts, open)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if failed == nil {
+				failed = err
+			}
+			cancel()
+			return false
+		}
+		results[k] = res
+		if neverReady {
+			never = true
+			for _, rest := range exps[k+1:] {
+				results[slices.Index(exps, rest)] = Result{Name: rest.Name, Description: rest.Description, Fix: rest.Fix, Verdict: Skipped, Reason: reasonNeverReady}
+			}
+		}
+		return !never
+	}
+	var wg sync.WaitGroup
+	for i, st := range stacks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 0 {
+				ok := do(st, queue[0], true)
+				open()
+				if !ok {
+					return
+				}
+			} else {
+				<-gate
+			}
+			for {
+				mu.Lock()
+				if next >= len(queue) || never || failed != nil {
+					mu.Unlock()
+					return
+				}
+				k := queue[next]
+				next++
+				mu.Unlock()
+				if !do(st, k, false) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return results, failed
+}
+
+// experiment runs e's runs in order on st, an experiment stopping at its
+// first broken run unless opts.Runs asked for them all. first: this is
+// the check's first run; one never ready (nothing disturbed its creates)
+// is the experiment's broken run and neverReady says the rest is not to
+// run. firstDone is called once the first run ended otherwise.
+func (st *stack) experiment(ctx context.Context, e *Experiment, first bool, opts Options, firstDone func()) (res Result, neverReady bool, err error) {
+	res = Result{Name: e.Name, Description: e.Description, Fix: e.Fix, Verdict: Held}
+	te := time.Now()
+	n := cmp.Or(opts.Runs, e.runs(opts.Quick))
+	for i := range n {
+		seed := opts.Seed + int64(i)
+		r, err := st.run(ctx, e, seed, opts)
+		if err != nil {
+			return res, false, fmt.Errorf("%s (seed %d): %w", e.Name, seed, err)
+		}
+		if first && !e.faultsCreates() {
+			if _, ok := r.violation(Ready); ok {
+				// Nothing disturbed these creates: every other run
+				// would wait its ready timeout for nothing. The run
+				// is the report's broken one (ready, with the
+				// operator's log); the rest are not run.
+				res.Verdict = Broke
+				res.Runs = append(res.Runs, r)
+				res.Elapsed = Duration(time.Since(te))
+				progress(st.log, "%-28s run %d/%d seed %d: %s in %s: %s", e.Name, i+1, n, seed, r.Verdict, r.Elapsed, reasonNeverReady)
+				return res, true, nil
+			}
+		}
+		if first {
+			first = false
+			firstDone()
+		}
+		if r.Verdict == Broke {
+			res.Verdict = Broke
+		}
+		res.Runs = append(res.Runs, r)
+		progress(st.log, "%-28s run %d/%d seed %d: %s in %s (%s, leaked %d, duplicates %d, lost %d, kills %d)%s",
+			e.Name, i+1, n, seed, r.Verdict, r.Elapsed, deletionCell(r), len(r.Leaked), r.Duplicates, len(r.Lost), r.Kills, earlySuffix(r))
+		if r.Verdict == Broke && opts.Runs == 0 && i+1 < n {
+			// One broken run settles the experiment's verdict, and
+			// its seed reproduces it; asked-for runs (--runs) all run.
+			res.Reason = fmt.Sprintf(reasonSettled, i+1, n-i-1)
+			break
+		}
+	}
+	res.Elapsed = Duration(time.Since(te))
+	progress(st.log, "%-28s %s (%d run(s) in %s)%s", e.Name, strings.ToUpper(string(res.Verdict)), len(res.Runs), res.Elapsed, reasonSuffix(res.Reason))
+	return res, false, nil
 }
