@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -85,20 +86,8 @@ func defaultLanes(spec *Spec, cpus int) (int, string) {
 // starts per stack: there is one, and the command or its environment
 // names {{.ServiceAddr}}.
 func (s *Spec) ownService(command []string, env map[string]string) bool {
-	if s.Service == nil {
-		return false
-	}
-	for _, a := range command {
-		if strings.Contains(a, ".ServiceAddr") {
-			return true
-		}
-	}
-	for _, v := range env {
-		if strings.Contains(v, ".ServiceAddr") {
-			return true
-		}
-	}
-	return false
+	names := func(a string) bool { return strings.Contains(a, ".ServiceAddr") }
+	return s.Service != nil && (slices.ContainsFunc(command, names) || slices.ContainsFunc(slices.Collect(maps.Values(env)), names))
 }
 
 // laneWriter writes one lane's progress lines, each named by its lane,

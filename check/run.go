@@ -561,7 +561,7 @@ func (r *run) waitReady(ctx context.Context) (time.Duration, bool) {
 		r.checkAlive()
 		if errors.Is(err, errStuck) {
 			r.endedEarly("the creates", watch)
-			r.violate(Ready, "not ready: %s (%s after the creates, of the %s bound): %s; %s", r.stillFor(watch), time.Since(t0).Round(time.Second), r.spec.readyTimeout(), last, r.conditions(ctx))
+			r.violate(Ready, "not ready: %s (%s after the creates, of the %s bound): %s; %s", watch.still(), time.Since(t0).Round(time.Second), r.spec.readyTimeout(), last, r.conditions(ctx))
 			return 0, false
 		}
 		r.violate(Ready, "not ready within %s: %s; %s", r.spec.readyTimeout(), last, r.conditions(ctx))
@@ -753,7 +753,7 @@ func (r *run) waitEnd(ctx context.Context, since time.Time, what string, done fu
 	detail := fmt.Sprintf("%s not gone %s after the deletion: %s", what, bound, summarize(objs, about != nil))
 	if errors.Is(err, errStuck) {
 		r.endedEarly(what+" to go", watch)
-		detail = fmt.Sprintf("%s not gone: %s (%s after the deletion, of the %s bound): %s", what, r.stillFor(watch), time.Since(since).Round(time.Second), bound, summarize(objs, about != nil))
+		detail = fmt.Sprintf("%s not gone: %s (%s after the deletion, of the %s bound): %s", what, watch.still(), time.Since(since).Round(time.Second), bound, summarize(objs, about != nil))
 	}
 	v := Violation{Invariant: Finished, Detail: detail, Objects: objs}
 	r.res.Violations = append(r.res.Violations, v)
@@ -822,7 +822,7 @@ func (r *run) leaks(ctx context.Context, since time.Time, bound time.Duration, a
 		r.res.Leaked = leaked
 		if stuck {
 			r.endedEarly("nothing left in the external service", watch)
-			r.violate(NoLeak, "%d external resource(s) left: %s (%s after %s, of the %s bound): %s", len(leaked), r.stillFor(watch), time.Since(since).Round(time.Second), after, bound, strings.Join(firstN(leaked, 5), "; "))
+			r.violate(NoLeak, "%d external resource(s) left: %s (%s after %s, of the %s bound): %s", len(leaked), watch.still(), time.Since(since).Round(time.Second), after, bound, strings.Join(firstN(leaked, 5), "; "))
 			return
 		}
 		r.violate(NoLeak, "%d external resource(s) left %s after %s: %s", len(leaked), bound, after, strings.Join(firstN(leaked, 5), "; "))

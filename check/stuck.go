@@ -180,9 +180,9 @@ func (s *Spec) stuckWindow() time.Duration {
 	return w
 }
 
-// stillFor says, for a violation, how long the run stood still and as
+// still says, for a violation, how long the run stood still and as
 // what: the objects that kept it, the probe, the operator.
-func (r *run) stillFor(w *stuckWatch) string {
+func (w *stuckWatch) still() string {
 	return fmt.Sprintf("no progress for %s (the same objects, finalizers, conditions, probe listing and operator)", w.s.window)
 }
 
