@@ -445,18 +445,23 @@ func (e *env) close() {
 
 func (e *env) createRoles(ctx context.Context, n int) error {
 	for i := range n {
-		r := &v1alpha1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("r%d", i)},
-			Spec: v1alpha1.RoleSpec{
-				ServerRef: v1alpha1.ServerReference{Name: "pg"}, RoleName: fmt.Sprintf("%s%d", e.prefix, i),
-				DeletionPolicy: v1alpha1.DeletionPolicyDelete,
-			},
-		}
-		if err := e.c.Create(ctx, r); err != nil {
+		if err := e.c.Create(ctx, benchRole(e.ns, i, fmt.Sprintf("%s%d", e.prefix, i))); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// benchRole is the i-th Role of a namespace, of the Server pg, dropping
+// its role on deletion.
+func benchRole(ns string, i int, roleName string) *v1alpha1.Role {
+	return &v1alpha1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("r%d", i)},
+		Spec: v1alpha1.RoleSpec{
+			ServerRef: v1alpha1.ServerReference{Name: "pg"}, RoleName: roleName,
+			DeletionPolicy: v1alpha1.DeletionPolicyDelete,
+		},
+	}
 }
 
 func (e *env) noRolesLeft(ctx context.Context) error {

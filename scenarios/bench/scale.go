@@ -320,13 +320,7 @@ func (se *scaleEnv) createRoles(ctx context.Context, perNS int) error {
 	for i, ns := range se.nss {
 		for j := range perNS {
 			g.Go(func() error {
-				return se.c.Create(gctx, &v1alpha1.Role{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("r%d", j)},
-					Spec: v1alpha1.RoleSpec{
-						ServerRef: v1alpha1.ServerReference{Name: "pg"}, RoleName: fmt.Sprintf("%s%d_%d", se.prefix, i, j),
-						DeletionPolicy: v1alpha1.DeletionPolicyDelete,
-					},
-				})
+				return se.c.Create(gctx, benchRole(ns, j, fmt.Sprintf("%s%d_%d", se.prefix, i, j)))
 			})
 		}
 	}
