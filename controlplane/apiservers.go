@@ -124,7 +124,7 @@ func (cp *ControlPlane) AddAPIServer(ctx context.Context) (*APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := pickPorts(1)
 	if err != nil {
 		_ = link.Close()
 		return nil, err

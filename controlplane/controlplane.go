@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/finale-dev/finale/internal/freeport"
 	"github.com/finale-dev/finale/internal/kubebin"
 	"github.com/finale-dev/finale/internal/procgroup"
 )
@@ -102,7 +102,7 @@ type process struct {
 // Start brings up etcd, kube-apiserver and kube-controller-manager and waits
 // until each is ready. On failure it stops what it started and returns the
 // tail of the failing process's log.
-func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	rel, err := release(opts.KubernetesVersion)
 	if err != nil {
 		return nil, err
@@ -111,6 +111,19 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
+	for attempt := 1; ; attempt++ {
+		cp, err := start(ctx, opts, rel, binDir)
+		if err == nil || !errors.Is(err, freeport.ErrTaken) || attempt == freeport.Attempts {
+			return cp, err
+		}
+		if opts.Log != nil {
+			_, _ = fmt.Fprintf(opts.Log, "controlplane: %v; starting again on other ports\n", firstLine(err))
+		}
+	}
+}
+
+// start is one attempt of Start on freshly picked ports.
+func start(ctx context.Context, opts Options, rel kubebin.Release, binDir string) (_ *ControlPlane, err error) {
 	dir, err := os.MkdirTemp("", "finale-controlplane-")
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -122,7 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		}
 	}()
 
-	ports, err := freePorts(4)
+	ports, err := pickPorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +392,11 @@ func waitHTTP(ctx context.Context, p *process, url string, token *string) error 
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("controlplane: %s exited before it was ready (%w); last lines of %s:\n%s", p.name, p.err, p.log, readTail(p.log, logTailLines))
+			tail := readTail(p.log, logTailLines)
+			if freeport.Taken(tail) {
+				return fmt.Errorf("controlplane: %s exited before it was ready (%w: %w); last lines of %s:\n%s", p.name, freeport.ErrTaken, p.err, p.log, tail)
+			}
+			return fmt.Errorf("controlplane: %s exited before it was ready (%w); last lines of %s:\n%s", p.name, p.err, p.log, tail)
 		case <-ctx.Done():
 			return fmt.Errorf("controlplane: %s not ready at %s: %w; last lines of %s:\n%s", p.name, url, ctx.Err(), p.log, readTail(p.log, logTailLines))
 		case <-tick.C:
@@ -387,23 +404,13 @@ func waitHTTP(ctx context.Context, p *process, url string, token *string) error 
 	}
 }
 
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close() // only held to keep the ports distinct
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("controlplane: free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+// pickPorts is freeport.Ports; a test makes it hand out a taken port.
+var pickPorts = freeport.Ports
+
+// firstLine is an error's first line, for a progress line.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
 
 func randomToken() (string, error) {

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/finale-dev/finale/internal/freeport"
 )
 
 // AdminUser is the superuser initdb creates.
@@ -148,14 +150,27 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 }
 
 // launch starts postgres on data, on a free loopback port, and waits until
-// it answers.
+// it answers; a port taken by another process before postgres bound it
+// costs another attempt on a fresh one.
 func (s *Server) launch(ctx context.Context, bin, data string, cred *syscall.Credential, extra map[string]string) error {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("pgserver: free port: %w", err)
+	for attempt := 1; ; attempt++ {
+		ports, err := pickPort(1)
+		if err != nil {
+			return fmt.Errorf("pgserver: %w", err)
+		}
+		err = s.launchOn(ctx, ports[0], bin, data, cred, extra)
+		if err == nil || !errors.Is(err, freeport.ErrTaken) || attempt == freeport.Attempts {
+			return err
+		}
 	}
-	s.Port = l.Addr().(*net.TCPAddr).Port
-	_ = l.Close() // only probing for a free port
+}
+
+// pickPort is freeport.Ports; a test makes it hand out a taken port.
+var pickPort = freeport.Ports
+
+// launchOn is one attempt of launch, on port.
+func (s *Server) launchOn(ctx context.Context, port int, bin, data string, cred *syscall.Credential, extra map[string]string) error {
+	s.Port = port
 
 	settings := map[string]string{
 		"listen_addresses":        "127.0.0.1",
@@ -281,7 +296,11 @@ func (s *Server) waitReady(ctx context.Context, data string) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("pgserver: postgres exited before it was ready; log:\n%s", tail(s.log))
+			log := tail(s.log)
+			if freeport.Taken(log) {
+				return fmt.Errorf("pgserver: postgres exited before it was ready (%w); log:\n%s", freeport.ErrTaken, log)
+			}
+			return fmt.Errorf("pgserver: postgres exited before it was ready; log:\n%s", log)
 		case <-ctx.Done():
 			return fmt.Errorf("pgserver: not ready within %s: %w; log:\n%s", readyTimeout, lastErr, tail(s.log))
 		case <-tick.C:

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,10 @@ var (
 func fuzzStack(t *testing.T) (client.Client, *pgx.Conn, string) {
 	t.Helper()
 	fuzzOnce.Do(func() {
+		// Said to every later input if this one ends before the stack is
+		// up (testenv fails the test from inside): none may run on a half
+		// set-up stack.
+		fuzzErr = errors.New("the shared control plane and PostgreSQL did not start; see the first input's failure")
 		c := testenv.Client(t, scheme())
 		crds, err := crd.CRDs()
 		if err == nil {
@@ -48,7 +53,7 @@ func fuzzStack(t *testing.T) (client.Client, *pgx.Conn, string) {
 		if fuzzAdmin, fuzzErr = pgx.Connect(context.Background(), pg.DSN()); fuzzErr != nil {
 			return
 		}
-		fuzzC, fuzzNS = c, testenv.Namespace(t, c)
+		fuzzC, fuzzNS, fuzzErr = c, testenv.Namespace(t, c), nil
 	})
 	if fuzzErr != nil {
 		t.Fatal(fuzzErr)

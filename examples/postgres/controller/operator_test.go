@@ -50,7 +50,10 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
-var crdOnce sync.Once
+var (
+	crdOnce sync.Once
+	crdErr  error // every caller's, not only the first's
+)
 
 // world is one running operator on the shared control plane and PostgreSQL.
 type world struct {
@@ -91,13 +94,14 @@ func startFull(t testing.TB, o controller.Options, asUser func(recNS string) *re
 	w := &world{t: t, c: testenv.Client(t, s), pg: testenv.Postgres(t)}
 	crdOnce.Do(func() {
 		crds, err := crd.CRDs()
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			err = controlplane.InstallCRDs(context.Background(), w.c, crds...)
 		}
-		if err := controlplane.InstallCRDs(t.Context(), w.c, crds...); err != nil {
-			t.Fatal(err)
-		}
+		crdErr = err
 	})
+	if crdErr != nil {
+		t.Fatal(crdErr)
+	}
 	w.recNS = o.RecordsNamespace
 	if w.recNS == "" {
 		w.recNS = testenv.Namespace(t, w.c)

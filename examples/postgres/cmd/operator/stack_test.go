@@ -77,7 +77,10 @@ func render(t testing.TB) []*unstructured.Unstructured {
 	return rendered
 }
 
-var applyOnce sync.Once
+var (
+	applyOnce sync.Once
+	applyErr  error // every caller's, not only the first's
+)
 
 // applyManifests creates everything config/default renders, as rendered
 // (namespace finale-system, the real names), except the Deployment: the
@@ -85,19 +88,19 @@ var applyOnce sync.Once
 // by impersonation (impersonating).
 func applyManifests(t testing.TB, c client.Client) {
 	t.Helper()
-	var err error
+	rendered := render(t)
 	applyOnce.Do(func() {
-		for _, u := range render(t) {
+		for _, u := range rendered {
 			if u.GetKind() == "Deployment" {
 				continue
 			}
 			if e := c.Create(context.Background(), u.DeepCopy()); e != nil && !apierrors.IsAlreadyExists(e) {
-				err = errors.Join(err, e)
+				applyErr = errors.Join(applyErr, e)
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
+	if applyErr != nil {
+		t.Fatal(applyErr)
 	}
 }
 

@@ -45,7 +45,10 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
-var crdOnce sync.Once
+var (
+	crdOnce sync.Once
+	crdErr  error // every caller's, not only the first's
+)
 
 func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 	return testenv.OpenCRD(widgetGV.WithKind("Widget"), "widgets", true)
@@ -76,11 +79,10 @@ func newEnv(t *testing.T, storeClient client.Client) *env {
 	t.Helper()
 	s := scheme()
 	c := testenv.Client(t, s)
-	crdOnce.Do(func() {
-		if err := controlplane.InstallCRDs(t.Context(), c, widgetCRD()); err != nil {
-			t.Fatalf("install CRD: %v", err)
-		}
-	})
+	crdOnce.Do(func() { crdErr = controlplane.InstallCRDs(context.Background(), c, widgetCRD()) })
+	if crdErr != nil {
+		t.Fatalf("install CRD: %v", crdErr)
+	}
 	e := &env{t: t, c: c, ns: testenv.Namespace(t, c), events: &eventLog{}}
 	e.target, e.dsn = pgtarget.Fresh(t, testenv.Postgres(t))
 	recNS := testenv.Namespace(t, c)

@@ -38,16 +38,18 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // ConfigMaps are different kinds in the cache.
 var widgetGVK = schema.GroupVersionKind{Group: "sweep.test.finale.dev", Version: "v1", Kind: "Widget"}
 
-var installOnce sync.Once
+var (
+	installOnce sync.Once
+	installErr  error // every caller's, not only the first's
+)
 
 func installWidgets(t testing.TB, c client.Client) {
 	t.Helper()
-	var err error
 	installOnce.Do(func() {
-		err = controlplane.InstallCRDs(context.Background(), c, testenv.OpenCRD(widgetGVK, "widgets", false))
+		installErr = controlplane.InstallCRDs(context.Background(), c, testenv.OpenCRD(widgetGVK, "widgets", false))
 	})
-	if err != nil {
-		t.Fatal(err)
+	if installErr != nil {
+		t.Fatal(installErr)
 	}
 }
 
