@@ -167,11 +167,12 @@ func newStacks(ctx context.Context, spec *Spec, tmp string, n int, log io.Writer
 }
 
 // runLanes runs the experiments, each one's runs in order on one lane,
-// the lanes taking the experiments in their order. The check's first run
-// goes alone (an operator never ready in it skips the rest), and a crash
+// the lanes taking the experiments in their order. Every lane starts at
+// once: an operator never ready in the check's first run skips every
+// other experiment (the lanes' runs in flight are cancelled), and a crash
 // experiment starts once the experiments that measure its kills' window
-// ended. Results are in the experiments' order; an experiment that did
-// not end has none.
+// ended. Results are in the experiments' order; an
+// experiment that did not end has none.
 func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Options) ([]Result, error) {
 	results := make([]Result, len(exps))
 	ended := make([]chan struct{}, len(exps))
@@ -196,15 +197,12 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		mu       sync.Mutex // guards next, failed, never and results
-		next     = 1
-		failed   error // the first run that could not run; the rest end
-		gate     = make(chan struct{})
-		gateOnce sync.Once
-		never    bool
+		mu     sync.Mutex // guards next, failed, never and results
+		next   = 0
+		failed error // the first run that could not run; the rest end
+		never  bool
 	)
-	open := func() { gateOnce.Do(func() { close(gate) }) }
-	do := func(st *stack, k int, first bool) bool {
+	do := func(st *stack, k int) bool {
 		e := exps[k]
 		defer close(ended[k])
 		if e.drawsKills() {
@@ -218,10 +216,16 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 				}
 			}
 		}
-		res, neverReady, err := st.experiment(ctx, e, first, opts, open)
+		res, neverReady, err := st.experiment(ctx, e, k == queue[0], opts)
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
+		switch {
+		case never:
+			// Cancelled, or ended after the first run said the
+			// operator is never ready: skipped with the rest.
+			progress(st.log, "%-28s skipped: %s", e.Name, reasonNeverReady)
+			return false
+		case err != nil:
 			if failed == nil {
 				failed = err
 			}
@@ -231,26 +235,20 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 		results[k] = res
 		if neverReady {
 			never = true
-			for _, rest := range exps[k+1:] {
-				results[slices.Index(exps, rest)] = Result{Name: rest.Name, Description: rest.Description, Fix: rest.Fix, Verdict: Skipped, Reason: reasonNeverReady}
+			cancel()
+			// Another lane's experiment that ended meanwhile goes too:
+			// the report's verdicts do not hang on which lane was faster.
+			for _, j := range queue[1:] {
+				results[j] = Result{Name: exps[j].Name, Description: exps[j].Description, Fix: exps[j].Fix, Verdict: Skipped, Reason: reasonNeverReady}
 			}
 		}
 		return !never
 	}
 	var wg sync.WaitGroup
-	for i, st := range stacks {
+	for _, st := range stacks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if i == 0 {
-				ok := do(st, queue[0], true)
-				open()
-				if !ok {
-					return
-				}
-			} else {
-				<-gate
-			}
 			for {
 				mu.Lock()
 				if next >= len(queue) || never || failed != nil {
@@ -260,7 +258,7 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 				k := queue[next]
 				next++
 				mu.Unlock()
-				if !do(st, k, false) {
+				if !do(st, k) {
 					return
 				}
 			}
@@ -274,8 +272,8 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 // first broken run unless opts.Runs asked for them all. first: this is
 // the check's first run; one never ready (nothing disturbed its creates)
 // is the experiment's broken run and neverReady says the rest is not to
-// run. firstDone is called once the first run ended otherwise.
-func (st *stack) experiment(ctx context.Context, e *Experiment, first bool, opts Options, firstDone func()) (res Result, neverReady bool, err error) {
+// run.
+func (st *stack) experiment(ctx context.Context, e *Experiment, first bool, opts Options) (res Result, neverReady bool, err error) {
 	res = Result{Name: e.Name, Description: e.Description, Fix: e.Fix, Verdict: Held}
 	te := time.Now()
 	n := cmp.Or(opts.Runs, e.runs(opts.Quick))
@@ -298,10 +296,7 @@ func (st *stack) experiment(ctx context.Context, e *Experiment, first bool, opts
 				return res, true, nil
 			}
 		}
-		if first {
-			first = false
-			firstDone()
-		}
+		first = false
 		if r.Verdict == Broke {
 			res.Verdict = Broke
 		}
