@@ -57,10 +57,9 @@ const stuckSample = 2 * time.Second
 
 // stuckWatch samples a run's fingerprint within one wait.
 type stuckWatch struct {
-	r          *run
-	s          *stillness
-	namespaces []string
-	next       time.Time
+	s    *stillness
+	look func(context.Context) (string, error) // the run's fingerprint
+	next time.Time
 }
 
 // watchStuck watches the namespaces (and the operator's), the run's
@@ -70,7 +69,7 @@ func (r *run) watchStuck(window time.Duration, namespaces ...string) *stuckWatch
 	if r.opNS != "" && !slices.Contains(nss, r.opNS) {
 		nss = append(nss, r.opNS)
 	}
-	return &stuckWatch{r: r, s: newStillness(clock.RealClock{}, window), namespaces: nss}
+	return &stuckWatch{s: newStillness(clock.RealClock{}, window), look: func(ctx context.Context) (string, error) { return r.fingerprint(ctx, nss) }}
 }
 
 // stuck looks at the fingerprint when a sample is due and returns errStuck
@@ -80,8 +79,14 @@ func (w *stuckWatch) stuck(ctx context.Context) error {
 	if now.Before(w.next) {
 		return nil
 	}
-	w.next = now.Add(stuckSample)
-	fp, err := w.r.fingerprint(ctx, w.namespaces)
+	// On a fixed grid, not from this look's start: the wait's poll tick
+	// and each look's own time would otherwise add up over a window's
+	// fifteen looks and end a still run seconds after its window.
+	w.next = w.next.Add(stuckSample)
+	if !w.next.After(now) {
+		w.next = now.Add(stuckSample)
+	}
+	fp, err := w.look(ctx)
 	if ctx.Err() != nil {
 		return nil // the wait's own deadline, not a look
 	}

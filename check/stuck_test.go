@@ -1,6 +1,7 @@
 package check
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -86,5 +87,38 @@ func TestStuckWindow(t *testing.T) {
 				t.Errorf("stuckWindow = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// A wait's every call does work of its own (the ready check, the probe,
+// a listing) before it asks whether the run is still, and each look takes
+// a while; the looks stay on a 2 s grid, so a run still from its first
+// look ends within a call of its window's end. A grid counted from each
+// look's start lost up to a call at every look, seconds over a window.
+func TestStuckLooksKeepTheirGrid(t *testing.T) {
+	const (
+		call     = 450 * time.Millisecond // the wait's own work and its tick
+		lookTime = 250 * time.Millisecond
+		window   = 30 * time.Second
+	)
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	looks := 0
+	w := &stuckWatch{s: newStillness(clk, window), look: func(context.Context) (string, error) {
+		looks++
+		clk.SetTime(clk.Now().Add(lookTime))
+		return "still", nil
+	}}
+	start := clk.Now()
+	for {
+		if err := w.stuck(t.Context()); errors.Is(err, errStuck) {
+			break
+		}
+		if clk.Now().Sub(start) > 2*window {
+			t.Fatalf("not still after %s", clk.Now().Sub(start))
+		}
+		clk.SetTime(clk.Now().Add(call))
+	}
+	if took, most := clk.Now().Sub(start), window+call+lookTime; took > most {
+		t.Errorf("a run still from its first look ended after %s (%d looks); want at most %s", took, looks, most)
 	}
 }
