@@ -171,8 +171,8 @@ func newStacks(ctx context.Context, spec *Spec, tmp string, n int, log io.Writer
 // once: an operator never ready in the check's first run skips every
 // other experiment (the lanes' runs in flight are cancelled), and a crash
 // experiment starts once the experiments that measure its kills' window
-// ended. Results are in the experiments' order; an
-// experiment that did not end has none.
+// ended. Results are in the experiments' order; an experiment that did
+// not end has none.
 func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Options) ([]Result, error) {
 	results := make([]Result, len(exps))
 	ended := make([]chan struct{}, len(exps))
@@ -198,7 +198,7 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 	defer cancel()
 	var (
 		mu     sync.Mutex // guards next, failed, never and results
-		next   = 0
+		next   int // the queue's next experiment
 		failed error // the first run that could not run; the rest end
 		never  bool
 	)
