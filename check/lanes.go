@@ -198,8 +198,8 @@ func runLanes(ctx context.Context, stacks []*stack, exps []*Experiment, opts Opt
 	defer cancel()
 	var (
 		mu     sync.Mutex // guards next, failed, never and results
-		next   int // the queue's next experiment
-		failed error // the first run that could not run; the rest end
+		next   int        // the queue's next experiment
+		failed error      // the first run that could not run; the rest end
 		never  bool
 	)
 	do := func(st *stack, k int) bool {
