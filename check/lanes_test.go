@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,6 +46,28 @@ func TestLanes(t *testing.T) {
 			}
 			if err == nil && why == "" {
 				t.Error("no reason given")
+			}
+		})
+	}
+}
+
+// The lanes' queue keeps its order but for escaped, which goes last; the
+// first experiment (the check's first run) never moves.
+func TestEscapedLast(t *testing.T) {
+	exps := []*Experiment{{Name: OrderAllAtOnce}, {Name: OrderDependentsFirst}, {Name: Escaped}, {Name: OperatorDown}, {Name: OwnNamespace}}
+	for name, tc := range map[string]struct{ queue, want []int }{
+		"escaped in the middle":    {[]int{0, 1, 2, 3, 4}, []int{0, 1, 3, 4, 2}},
+		"escaped already last":     {[]int{0, 1, 3, 2}, []int{0, 1, 3, 2}},
+		"escaped is the first run": {[]int{2, 3, 4}, []int{2, 3, 4}},
+		"no escaped":               {[]int{0, 1, 3}, []int{0, 1, 3}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			queue := slices.Clone(tc.queue)
+			if diff := cmp.Diff(tc.want, escapedLast(exps, queue)); diff != "" {
+				t.Errorf("queue (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.queue, queue); diff != "" {
+				t.Errorf("the caller's queue changed (-want +got):\n%s", diff)
 			}
 		})
 	}
