@@ -68,8 +68,11 @@ func startStuck(toy stuckToy) check.StartFunc {
 		if err != nil {
 			return err
 		}
-		toy.c = mgr.GetClient()
-		if err := ctrl.NewControllerManagedBy(mgr).Named("toy-stuck").For(&corev1.ConfigMap{}, patOwners).Complete(toy); err != nil {
+		// A copy per start: lanes start operators side by side, and
+		// each must use its own lane's client.
+		t := toy
+		t.c = mgr.GetClient()
+		if err := ctrl.NewControllerManagedBy(mgr).Named("toy-stuck").For(&corev1.ConfigMap{}, patOwners).Complete(t); err != nil {
 			return err
 		}
 		return mgr.Start(ctx)
