@@ -111,19 +111,17 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		cp, err := start(ctx, opts, rel, binDir)
-		if err == nil || !errors.Is(err, freeport.ErrTaken) || attempt == freeport.Attempts {
-			return cp, err
-		}
-		if opts.Log != nil {
-			_, _ = fmt.Fprintf(opts.Log, "controlplane: %v; starting again on other ports\n", firstLine(err))
-		}
-	}
+	var cp *ControlPlane
+	err = freeport.Retry(opts.Log, pickPorts, 4, func(ports []int) (err error) {
+		cp, err = start(ctx, opts, rel, binDir, ports)
+		return err
+	})
+	return cp, err
 }
 
-// start is one attempt of Start on freshly picked ports.
-func start(ctx context.Context, opts Options, rel kubebin.Release, binDir string) (_ *ControlPlane, err error) {
+// start is one attempt of Start, on ports (etcd's client and peer ports,
+// the apiserver's and the controller manager's).
+func start(ctx context.Context, opts Options, rel kubebin.Release, binDir string, ports []int) (_ *ControlPlane, err error) {
 	dir, err := os.MkdirTemp("", "finale-controlplane-")
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: %w", err)
@@ -135,10 +133,6 @@ func start(ctx context.Context, opts Options, rel kubebin.Release, binDir string
 		}
 	}()
 
-	ports, err := pickPorts(4)
-	if err != nil {
-		return nil, err
-	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	apiPort, kcmPort := ports[2], ports[3]
 
@@ -406,12 +400,6 @@ func waitHTTP(ctx context.Context, p *process, url string, token *string) error 
 
 // pickPorts is freeport.Ports; a test makes it hand out a taken port.
 var pickPorts = freeport.Ports
-
-// firstLine is an error's first line, for a progress line.
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
-}
 
 func randomToken() (string, error) {
 	b := make([]byte, 24)

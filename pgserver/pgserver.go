@@ -153,16 +153,9 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 // it answers; a port taken by another process before postgres bound it
 // costs another attempt on a fresh one.
 func (s *Server) launch(ctx context.Context, bin, data string, cred *syscall.Credential, extra map[string]string) error {
-	for attempt := 1; ; attempt++ {
-		ports, err := pickPort(1)
-		if err != nil {
-			return fmt.Errorf("pgserver: %w", err)
-		}
-		err = s.launchOn(ctx, ports[0], bin, data, cred, extra)
-		if err == nil || !errors.Is(err, freeport.ErrTaken) || attempt == freeport.Attempts {
-			return err
-		}
-	}
+	return freeport.Retry(nil, pickPort, 1, func(ports []int) error {
+		return s.launchOn(ctx, ports[0], bin, data, cred, extra)
+	})
 }
 
 // pickPort is freeport.Ports; a test makes it hand out a taken port.
