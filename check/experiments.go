@@ -650,7 +650,6 @@ func (e *Experiment) faultsCreates() bool {
 	return e.Name == KillDuringCreates || e.Name == StaleAPIServer
 }
 
-// String names the experiment.
 // measuresWindow reports whether the experiment's undisturbed run
 // measures a window the crash experiments' kills fall in (setup's
 // creates, dependents-first's cleanup).
@@ -664,4 +663,5 @@ func (e *Experiment) drawsKills() bool {
 	return e.Name == KillDuringCreates || e.Name == KillDuringDeletion
 }
 
+// String names the experiment.
 func (e *Experiment) String() string { return fmt.Sprintf("%s: %s", e.Name, e.Description) }
