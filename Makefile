@@ -63,7 +63,11 @@ demo: postgres kube
 #     it, linking the test binaries 17 %, PostgreSQL 9 %, etcd 8 %). Each
 #     job's output goes to $(TEST_LOGS)/JOB.log; a line says when each
 #     starts and ends;
-#  4. a failed job's failures and last lines are printed.
+#  4. a failed job's failures are printed, each failed test's first line
+#     and its last lines (where its message is: a test that logged a
+#     narration first would otherwise show only the narration), panics,
+#     and the log's last lines; CI keeps only the end of the output, so
+#     the summary is short.
 # The library module's tests include internal/modproxy's TestConsumer:
 # finale's module zip served by a file-based GOPROXY to a separate consumer
 # module (internal/modproxy/testdata/consumer, pinned to the oldest
@@ -94,8 +98,20 @@ test: postgres
 	echo "== make test: $$(( $$(date +%s) - start )) s for vet and the tests"; \
 	if [ $$vet -ne 0 ]; then echo "== FAILED: go vet or a server build (above)"; fi; \
 	if [ $$rc -ne 0 ]; then for f in $(TEST_LOGS)/*.failed; do [ -e "$$f" ] || continue; l=$${f%.failed}.log; \
-		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; grep -E '^(--- FAIL|FAIL|panic:)' "$$l" | head -40; tail -60 "$$l"; done; fi; \
+		echo "== FAILED: $$(cat $$f) (log $$l; its failures and last lines follow)"; awk '$(FAILURES_AWK)' "$$l" | head -120; tail -8 "$$l"; done; fi; \
 	[ $$vet -eq 0 ] && [ $$rc -eq 0 ]
+
+# FAILURES_AWK prints, from a go test log, each failed test's --- FAIL
+# line and the last 12 lines of its output (its indented lines), every
+# panic with 30 lines after it, and the FAIL lines, cut to 240 columns.
+FAILURES_AWK = function flush() { if (head != "") { print head; s = n > 12 ? n - 12 : 0; if (s) print "        [" s " lines]"; \
+		for (i = s + 1; i <= n; i++) print substr(buf[i], 1, 240) } n = 0; head = ""; infail = 0 } \
+	/^[ \t]*--- FAIL/ { flush(); head = $$0; match($$0, /^[ \t]*/); ind = RLENGTH; infail = 1; next } \
+	infail && match($$0, /^[ \t]*/) && RLENGTH > ind { buf[++n] = $$0; next } \
+	infail { flush() } \
+	/^panic:/ { p = 30 } p > 0 { print substr($$0, 1, 240); p--; next } \
+	/^FAIL/ { print } \
+	END { flush() }
 
 # test-campaigns: the CI-sized fault campaigns and leader failovers of
 # scenarios (a 20-run randomized campaign, the naive build's replayable

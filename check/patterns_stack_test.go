@@ -415,8 +415,8 @@ const patInUse = "toy.example.com/in-use" // the connection's finalizer, while d
 // connUserToy is the dependents' reconciler. The connection (the parent,
 // a ConfigMap named conn) carries patInUse while dependents use it. The
 // naive build releases it from the dependents' cleanup: a dependent
-// deciding, after its external delete, that another dependent still uses
-// the connection leaves the finalizer to that one. Two dependents deleted
+// deciding, as its external delete starts, that another dependent still
+// uses the connection leaves the finalizer to that one. Two dependents deleted
 // together each decide so for the other, both go, and the connection's
 // finalizer stays: the namespace never goes. The careful build does not
 // release the connection from a dependent at all: the connection's own
@@ -426,6 +426,10 @@ type connUserToy struct {
 	svc     *toyService
 	careful bool
 }
+
+// patDeleteTime is how long the naive build's external delete takes,
+// counted from the deletion's start (whole seconds: the timestamp's).
+const patDeleteTime = 3 * time.Second
 
 // patDecision is the naive cleanup's decision, recorded between its two
 // steps as the operator found kept it in status.
@@ -447,8 +451,9 @@ func (u connUserToy) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !controllerutil.ContainsFinalizer(&o, patFinalizer) {
 		return reconcile.Result{}, nil
 	}
-	u.svc.delete(extName(&o))
-	if !u.careful {
+	if u.careful {
+		u.svc.delete(extName(&o))
+	} else {
 		decision, decided := o.Annotations[patDecision]
 		if !decided {
 			var deps corev1.ConfigMapList
@@ -465,6 +470,15 @@ func (u connUserToy) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			metav1.SetMetaDataAnnotation(&o.ObjectMeta, patDecision, decision)
 			return reconcile.Result{}, client.IgnoreNotFound(u.c.Patch(ctx, &o, patch))
 		}
+		// The external delete takes a while, as a cloud's does, and the
+		// decision came before it: two dependents deleted together both
+		// decide while the other is still there. (With an instant delete
+		// the first could be gone before the second decided, on a loaded
+		// machine, and the second would release the connection.)
+		if left := patDeleteTime - time.Since(o.DeletionTimestamp.Time); left > 0 {
+			return reconcile.Result{RequeueAfter: left}, nil
+		}
+		u.svc.delete(extName(&o))
 		if decision == "release" {
 			if err := releaseConn(ctx, u.c, client.ObjectKey{Namespace: o.Namespace, Name: o.Labels[patOwner]}); err != nil {
 				return reconcile.Result{}, err
