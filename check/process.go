@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/finale-dev/finale/internal/procgroup"
@@ -40,7 +39,7 @@ func startProc(name string, argv, env []string, dir, logPath string) (*proc, err
 	}
 	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = procgroup.Wait(cmd)
 		_ = f.Close() // the process and its group's output went with it
 		close(p.done)
 	}()
@@ -58,7 +57,7 @@ func (p *proc) running() bool {
 
 // kill sends SIGKILL to the whole group at once and waits for the leader.
 func (p *proc) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // it may have exited; Wait says how
+	procgroup.Kill(p.cmd.Process.Pid, p.done)
 	<-p.done
 }
 

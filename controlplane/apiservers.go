@@ -10,13 +10,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/internal/freeport"
 	"github.com/finale-dev/finale/internal/kubebin"
+	"github.com/finale-dev/finale/internal/procgroup"
 )
 
 // APIServer is one kube-apiserver of a control plane. All of them share
@@ -124,40 +125,41 @@ func (cp *ControlPlane) AddAPIServer(ctx context.Context) (*APIServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := pickPorts(1)
-	if err != nil {
-		_ = link.Close()
-		return nil, err
-	}
 	x.mu.Lock()
 	n := len(x.servers) + 2
 	x.closers = append(x.closers, link.Close)
 	x.mu.Unlock()
 	name := kubebin.KubeAPIServer + "-" + strconv.Itoa(n)
 	certs := filepath.Join(cp.dir, "apiserver-certs")
-	args := []string{}
-	for _, a := range first.cmd.Args[1:] {
-		switch {
-		case strings.HasPrefix(a, "--etcd-servers="), strings.HasPrefix(a, "--secure-port="), strings.HasPrefix(a, "--cert-dir="):
-			continue
+	// A port taken between the pick and the bind (by a parallel test's
+	// connection, say) costs another attempt on a fresh one.
+	var a *APIServer
+	err = freeport.Retry(nil, pickPorts, 1, func(ports []int) error {
+		args := []string{}
+		for _, arg := range first.cmd.Args[1:] {
+			switch {
+			case strings.HasPrefix(arg, "--etcd-servers="), strings.HasPrefix(arg, "--secure-port="), strings.HasPrefix(arg, "--cert-dir="):
+				continue
+			}
+			args = append(args, arg)
 		}
-		args = append(args, a)
-	}
-	args = append(args,
-		"--etcd-servers=http://"+link.Addr(),
-		"--secure-port="+strconv.Itoa(ports[0]),
-		"--cert-dir="+filepath.Join(cp.dir, name+"-certs"),
-		"--tls-cert-file="+filepath.Join(certs, "apiserver.crt"),
-		"--tls-private-key-file="+filepath.Join(certs, "apiserver.key"),
-		// Its etcd may be seconds behind on purpose: health checks that
-		// give up after the default 2 s would only add noise.
-		"--etcd-healthcheck-timeout=30s",
-		"--etcd-readycheck-timeout=30s",
-	)
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.Host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
-	a := &APIServer{cp: cp, name: name, args: args, Config: cfg, EtcdLink: link}
-	if err := a.start(ctx); err != nil {
+		args = append(args,
+			"--etcd-servers=http://"+link.Addr(),
+			"--secure-port="+strconv.Itoa(ports[0]),
+			"--cert-dir="+filepath.Join(cp.dir, name+"-certs"),
+			"--tls-cert-file="+filepath.Join(certs, "apiserver.crt"),
+			"--tls-private-key-file="+filepath.Join(certs, "apiserver.key"),
+			// Its etcd may be seconds behind on purpose: health checks that
+			// give up after the default 2 s would only add noise.
+			"--etcd-healthcheck-timeout=30s",
+			"--etcd-readycheck-timeout=30s",
+		)
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
+		a = &APIServer{cp: cp, name: name, args: args, Config: cfg, EtcdLink: link}
+		return a.start(ctx)
+	})
+	if err != nil {
 		return nil, err
 	}
 	x.mu.Lock()
@@ -201,7 +203,7 @@ func (a *APIServer) Kill() error {
 	if p == nil {
 		return nil
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	procgroup.Kill(p.cmd.Process.Pid, p.done)
 	<-p.done
 	return nil
 }

@@ -350,7 +350,7 @@ func (cp *ControlPlane) spawnAs(ctx context.Context, name, bin string, args ...s
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = procgroup.Wait(cmd)
 		_ = f.Close() // the log is complete once the process exits
 		close(p.done)
 	}()

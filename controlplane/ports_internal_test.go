@@ -48,6 +48,36 @@ func TestStartTriesAgainWhenAPortIsTaken(t *testing.T) {
 	}
 }
 
+// The same for a second kube-apiserver: its one port taken before it
+// binds costs another attempt on a fresh one.
+func TestAddAPIServerTriesAgainWhenThePortIsTaken(t *testing.T) {
+	cp, err := Start(t.Context(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cp.Stop() }()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	pickPorts = func(n int) ([]int, error) {
+		picks++
+		if picks == 1 {
+			return []int{taken.Addr().(*net.TCPAddr).Port}, nil
+		}
+		return freeport.Ports(n)
+	}
+	defer func() { pickPorts = freeport.Ports }()
+	if _, err := cp.AddAPIServer(t.Context()); err != nil {
+		t.Fatalf("AddAPIServer with a taken port: %v", err)
+	}
+	if picks != 2 {
+		t.Errorf("ports picked %d times, want 2 (the taken port, then a fresh one)", picks)
+	}
+}
+
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *strings.Builder

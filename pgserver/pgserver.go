@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/finale-dev/finale/internal/freeport"
+	"github.com/finale-dev/finale/internal/procgroup"
 )
 
 // AdminUser is the superuser initdb creates.
@@ -200,7 +201,7 @@ func (s *Server) launchOn(ctx context.Context, port int, bin, data string, cred 
 	}
 	s.done = make(chan struct{})
 	go func() {
-		_ = s.cmd.Wait()
+		_ = procgroup.Wait(s.cmd)
 		_ = f.Close() // the log is complete once the process exits
 		close(s.done)
 	}()
@@ -242,10 +243,9 @@ func (s *Server) Stop() error {
 			select {
 			case <-s.done:
 			case <-time.After(stopGrace):
-				_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+				procgroup.Kill(s.cmd.Process.Pid, s.done)
 				<-s.done
 			}
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		}
 		if err := os.RemoveAll(s.dir); err != nil {
 			s.err = fmt.Errorf("pgserver: remove %s: %w", s.dir, err)

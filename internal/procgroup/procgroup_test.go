@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,4 +59,59 @@ func running(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return err == nil && i >= 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+// A leader that exits leaves nothing behind in its group: Wait kills it
+// while the leader still holds the group's number.
+func TestWaitKillsLeftovers(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `sleep 300 & echo $!`)
+	cmd.SysProcAttr = procgroup.Attr()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Kill(child, syscall.SIGKILL) }() // if the test fails
+	if err := procgroup.Wait(cmd); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !running(child), nil
+	})
+	if err != nil {
+		t.Fatalf("child %d of the exited leader's group still runs: %v", child, err)
+	}
+}
+
+// Stop sends nothing once the leader was reaped: by then the group's
+// number may lead another process's group (PIDs wrap), here played by a
+// live group of this test's own.
+func TestStopLeavesAReapedGroupAlone(t *testing.T) {
+	other := exec.Command("sleep", "300")
+	other.SysProcAttr = procgroup.Attr()
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Process.Kill(); _ = other.Wait() }()
+	reaped := make(chan struct{})
+	close(reaped)
+	procgroup.Stop(other.Process.Pid, reaped, time.Millisecond)
+	procgroup.Kill(other.Process.Pid, reaped)
+	// A signal sent would end it within the second; it must outlive it.
+	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+		return !running(other.Process.Pid), nil
+	})
+	if err == nil {
+		t.Fatal("Stop or Kill signalled a group whose leader had been reaped")
+	}
 }

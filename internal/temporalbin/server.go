@@ -123,7 +123,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	go func() { defer copied.Done(); scanReady(stdout, logFile, readyc) }()
 	go func() {
 		copied.Wait() // Wait closes stdout; everything it carried is logged first
-		s.err = s.cmd.Wait()
+		s.err = procgroup.Wait(s.cmd)
 		_ = logFile.Close() // the log is complete once the process exits
 		close(s.done)
 	}()

@@ -176,7 +176,7 @@ func (c *Controller) spawn(workers int) error {
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() {
-		p.err = cmd.Wait()
+		p.err = procgroup.Wait(cmd)
 		_ = f.Close() // the log is complete once the process exits
 		close(p.done)
 	}()
