@@ -30,7 +30,7 @@ TEST_FLAGS    ?=
 BUILD_GOGC ?= 400
 kube kube133 temporal argo controller-gen vet vet-modules images guard-image operator-image: export GOGC := $(BUILD_GOGC)
 
-.PHONY: demo test test-campaigns test-kube133 deps postgres kube kube133 server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench bench-scale campaign model failover images guard-image operator-image
+.PHONY: demo test test-campaigns test-kube133 deps postgres kube kube133 server-modules kube-embed kube-cold temporal argo tidy controller-gen vet vet-modules lint bench bench-library campaign model failover images guard-image operator-image
 
 # The demo needs the control plane and PostgreSQL only: it builds nothing
 # else (the Temporal server, the Argo controller and controller-gen are
@@ -356,34 +356,29 @@ failover: deps
 model:
 	$(GO) run ./internal/model/cmd/model
 
-# Every benchmark, each reported against a baseline measured in the same
-# run (direct calls, the naive build, dropping the same roles directly).
-# The last command prints the reference operator's table: 1,000 Roles
-# created then deleted with the guarantees on and as the naive build
-# (on, off, off, on), their CPU, API writes and reads and PostgreSQL round
-# trips per lifecycle, and a namespace of 1,000 Roles deleted with each
-# build, every figure beside its baseline from the same run and its target
-# (docs/benchmarks.md).
-# The sweeper's 50,000-record size takes minutes of setup: run it alone with
-#   cd examples/postgres && go test -run '^$$' -bench 'SweepPass/n=50000$$' -benchtime=1x ./stacktest/sweep/
+# bench: the guarantees' cost in one table (docs/benchmarks.md), every
+# figure beside its baseline from the same run and its target, each part
+# on a fresh stack: the sweeper's pass over 100,000 records against a bare
+# paginated LIST of them (its setup, 100,000 owners and records, is outside
+# the figures), 1,000 Roles created then deleted with the guarantees on
+# and as the naive build (on, off, off, on) with their CPU, API writes and
+# reads and PostgreSQL round trips per lifecycle, a namespace of 1,000
+# Roles deleted with each build, and 10,000 Roles in 100 namespaces with
+# each build, the operator as a process of its own. About an hour on 2
+# idle cores.
 bench: deps
+	cd scenarios && $(GO) run ./cmd/finale-lab bench -all
+
+# bench-library: the library's and the seeds' own benchmarks, each against
+# a baseline measured in the same run (direct calls, dropping the same
+# roles directly), minutes in all.
+bench-library: deps
 	$(GO) test -run '^$$' -bench . -benchtime=3x ./controlplane/
 	$(GO) test -run '^$$' -bench . -benchtime=500ms ./clientpool/
 	$(GO) test -run '^$$' -bench . -benchtime=20x ./capture/
 	cd examples/postgres && $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 30m ./stacktest/hold/
 	cd examples/temporal && $(GO) test -run '^$$' -bench PoisonedClient -benchtime=1x -timeout 30m ./controller/
 	cd examples/postgres && $(GO) test -run '^$$' -bench 'SweepPass/n=10000$$' -benchtime=1x -timeout 30m ./stacktest/sweep/
-	cd scenarios && $(GO) run ./cmd/finale-lab bench -roles 1000
-
-# The same costs at scale (docs/benchmarks.md#at-scale), apart from make
-# bench because of their run time: the sweeper's pass over 100,000 records
-# against a bare paginated LIST of them (its setup, 100,000 owners and
-# records, took 14.5 min on 2 loaded cores, outside the figures), then
-# finale-lab's table of 10,000 Roles in 100 namespaces with each build,
-# the operator as a process of its own (38 min on 2 loaded cores).
-bench-scale: deps
-	cd examples/postgres && $(GO) test -run '^$$' -bench 'SweepPass/n=100000$$' -benchtime=1x -timeout 60m ./stacktest/sweep/
-	cd scenarios && $(GO) run ./cmd/finale-lab bench -scale -namespaces 100 -roles-per-namespace 100
 
 # generate: the example operators' deepcopy code and CRDs, from the
 # kubebuilder markers in examples/postgres/api, examples/temporal/api and

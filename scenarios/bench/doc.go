@@ -18,8 +18,9 @@
 //     API server's request, watch and watch-event counts from its
 //     /metrics.
 //
-// `finale-lab bench` prints them as a table; `go test -bench . ./examples/postgres/bench/`
-// reports them as benchmark metrics. Waiting is done on the operator's own
+// SweepRows adds the sweeper's pass over many records (internal/sweepbench)
+// to the same table. `finale-lab bench` prints the rows (-all every part,
+// in one table: make bench). Waiting is done on the operator's own
 // informer cache, so the measurement adds no load to the API server it
 // measures.
 package bench

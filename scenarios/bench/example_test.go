@@ -8,12 +8,12 @@ import (
 )
 
 // RunLifecycle and RunNamespaceDeletion take a Stack (a control plane's
-// config and a PostgreSQL server); WriteTable prints their results.
+// config and a PostgreSQL server); LifecycleRows are their figures, which WriteTable prints.
 func ExampleWriteTable() {
 	l := bench.Lifecycle{Roles: 1000, On: 34900 * time.Millisecond, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3, EventsOn: 1, EventsOff: 1,
 		CPUOn: 68 * time.Second, CPUOff: 58 * time.Second, StatementsOn: 9, StatementsOff: 9, ReadsOn: 3, ReadsOff: 2}
 	nd := bench.NamespaceDeletion{Roles: 1000, Gone: 20 * time.Second, NaiveGone: 14500 * time.Millisecond, Direct: 100 * time.Millisecond}
-	_ = bench.WriteTable(os.Stdout, l, nd)
+	_ = bench.WriteTable(os.Stdout, bench.LifecycleRows(l, nd))
 	// Output:
 	// benchmark                                                   guarantees on       baseline                               on vs baseline  target   met
 	// 1000 Roles created then deleted, wall (2 runs each)         34.90 s             30.00 s (naive build)                  1.16×           ≤ 1.15×  no

@@ -1,34 +1,30 @@
 package bench
 
-import (
-	"fmt"
-	"io"
-	"text/tabwriter"
-)
+import "fmt"
 
 // TargetScaleRatio bounds create-to-Ready and delete-to-gone at scale
 // against the naive build's, as TargetRatio does at 1,000 Roles.
 const TargetScaleRatio = TargetRatio
 
-// WriteScaleTable prints a run at scale, each figure with the naive
+// ScaleRows are the figures of a run at scale, each with the naive
 // build's from the same run (or the Roles' own, for the records' size) and
 // its target where one is set.
-func WriteScaleTable(w io.Writer, s Scale) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+func ScaleRows(s Scale) []Row {
 	on, off := s.On, s.Naive
 	what := fmt.Sprintf("%d Roles in %d namespaces", s.Roles(), s.Namespaces)
-	fmt.Fprintln(tw, "benchmark\tguarantees on\tbaseline\ton vs baseline\ttarget\tmet")
 	ready, gone := ratio(on.Ready.Seconds(), off.Ready.Seconds()), ratio(on.Gone.Seconds(), off.Gone.Seconds())
-	fmt.Fprintf(tw, "%s created, to all Ready\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s\n",
-		what, secs(on.Ready), secs(off.Ready), ready, TargetScaleRatio, yes(ready <= TargetScaleRatio))
-	fmt.Fprintf(tw, "%s deleted, to all gone\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s\n",
-		what, secs(on.Gone), secs(off.Gone), gone, TargetScaleRatio, yes(gone <= TargetScaleRatio))
-	fmt.Fprintf(tw, "operator peak RSS (VmHWM of its process)\t%s\t%s (naive build)\t%.2f×\t-\t-\n",
-		mib(on.PeakRSS), mib(off.PeakRSS), ratio(float64(on.PeakRSS), float64(off.PeakRSS)))
-	fmt.Fprintf(tw, "cleanup records in etcd, all Ready\t%d ConfigMaps\t%d (naive build)\t%+d\t1 a Role (%d)\t%s\n",
-		on.Records, off.Records, on.Records-off.Records, s.Roles(), yes(on.Records == s.Roles()))
-	fmt.Fprintf(tw, "bytes of those records as served (JSON)\t%s (%.0f B a record)\t%s (the Roles themselves)\t%.2f×\t-\t-\n",
-		mib(on.RecordBytes), perItem(on.RecordBytes, on.Records), mib(on.RoleBytes), ratio(float64(on.RecordBytes), float64(on.RoleBytes)))
+	rows := []Row{
+		row("%s created, to all Ready\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
+			what, secs(on.Ready), secs(off.Ready), ready, TargetScaleRatio, yes(ready <= TargetScaleRatio)),
+		row("%s deleted, to all gone\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
+			what, secs(on.Gone), secs(off.Gone), gone, TargetScaleRatio, yes(gone <= TargetScaleRatio)),
+		row("operator peak RSS at %d Roles (VmHWM of its process)\t%s\t%s (naive build)\t%.2f×\t-\t-",
+			s.Roles(), mib(on.PeakRSS), mib(off.PeakRSS), ratio(float64(on.PeakRSS), float64(off.PeakRSS))),
+		row("cleanup records in etcd, %d Roles all Ready\t%d ConfigMaps\t%d (naive build)\t%+d\t1 a Role (%d)\t%s",
+			s.Roles(), on.Records, off.Records, on.Records-off.Records, s.Roles(), yes(on.Records == s.Roles())),
+		row("bytes of those records as served (JSON)\t%s (%.0f B a record)\t%s (the Roles themselves)\t%.2f×\t-\t-",
+			mib(on.RecordBytes), perItem(on.RecordBytes, on.Records), mib(on.RoleBytes), ratio(float64(on.RecordBytes), float64(on.RoleBytes))),
+	}
 	for _, r := range []struct {
 		name    string
 		on, off float64
@@ -39,9 +35,9 @@ func WriteScaleTable(w io.Writer, s Scale) error {
 		{"API server GET requests, create to gone", on.Load.Requests["GET"], off.Load.Requests["GET"]},
 		{"API server writes (POST, PUT, PATCH, DELETE), create to gone", on.Load.Writes(), off.Load.Writes()},
 	} {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f (naive build)\t%.2f×\t-\t-\n", r.name, r.on, r.off, ratio(r.on, r.off))
+		rows = append(rows, row("%s, %s\t%.0f\t%.0f (naive build)\t%.2f×\t-\t-", r.name, what, r.on, r.off, ratio(r.on, r.off)))
 	}
-	return tw.Flush()
+	return rows
 }
 
 func ratio(a, b float64) float64 {

@@ -14,7 +14,7 @@ func TestWriteTable(t *testing.T) {
 		StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6}
 	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, NaiveGone: 40 * time.Second, NaiveLeaked: 990, Direct: 200 * time.Millisecond}
 	var b bytes.Buffer
-	if err := WriteTable(&b, l, nd); err != nil {
+	if err := WriteTable(&b, LifecycleRows(l, nd)); err != nil {
 		t.Fatal(err)
 	}
 	var got [][]string
@@ -43,7 +43,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	l.On = 40 * time.Second
 	b.Reset()
-	if err := WriteTable(&b, l, nd); err != nil {
+	if err := WriteTable(&b, LifecycleRows(l, nd)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(strings.Split(b.String(), "\n")[1], "no") {

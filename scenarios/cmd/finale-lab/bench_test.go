@@ -6,44 +6,37 @@ import (
 	"testing"
 )
 
-// TestBench runs `finale-lab bench` on a few Roles end to end: its own stack,
-// both builds, the namespace deletion, the table.
-func TestBench(t *testing.T) {
+// TestBenchAll runs `finale-lab bench -all` small end to end: the sweep's
+// pass, both builds' lifecycle runs and namespace deletion, the run at
+// scale with the operator as a child process and the API server's
+// metrics, all in one table with one record a Role.
+func TestBenchAll(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"bench", "-roles", "5"}, &out); err != nil {
-		t.Fatalf("finale-lab bench: %v\n%s", err, out.String())
+	args := []string{"bench", "-all", "-roles", "4", "-namespaces", "2", "-roles-per-namespace", "3", "-records", "50"}
+	if err := run(t.Context(), args, &out); err != nil {
+		t.Fatalf("finale-lab %v: %v\n%s", args, err, out.String())
 	}
+	_, table, _ := strings.Cut(out.String(), "\nbenchmark ")
 	for _, want := range []string{
-		"5 Roles created then deleted, wall (2 runs each)",
+		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
-		"namespace with 5 Roles deleted, to gone",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("bench output lacks %q:\n%s", want, out.String())
-		}
-	}
-}
-
-// TestBenchScale runs `finale-lab bench -scale` small end to end: both
-// builds, the operator as a child process, the API server's metrics, the
-// table with one record a Role.
-func TestBenchScale(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(t.Context(), []string{"bench", "-scale", "-namespaces", "2", "-roles-per-namespace", "3"}, &out); err != nil {
-		t.Fatalf("finale-lab bench -scale: %v\n%s", err, out.String())
-	}
-	for _, want := range []string{
+		"namespace with 4 Roles deleted, to gone",
 		"6 Roles in 2 namespaces created, to all Ready",
 		"6 Roles in 2 namespaces deleted, to all gone",
 		"operator peak RSS",
 		"API server LIST requests",
+		"sweep pass over 50 records, owners present, time",
+		"sweep pass over 50 records, owners present, the process's peak RSS",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("bench -scale output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
+	if n := strings.Count(out.String(), "\nbenchmark "); n != 1 {
+		t.Errorf("%d tables, want one:\n%s", n, out.String())
+	}
 	var records string
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(table, "\n") {
 		if strings.HasPrefix(line, "cleanup records in etcd") {
 			records = strings.Join(strings.Fields(line), " ")
 		}
@@ -63,6 +56,8 @@ func TestBenchArguments(t *testing.T) {
 		"bad flag":                  {args: []string{"bench", "-no-such-flag"}, want: "no-such-flag"},
 		"scale, zero namespaces":    {args: []string{"bench", "-scale", "-namespaces", "0"}, want: "give positive numbers"},
 		"scale, zero per namespace": {args: []string{"bench", "-scale", "-roles-per-namespace", "0"}, want: "give positive numbers"},
+		"zero records":              {args: []string{"bench", "-all", "-records", "0"}, want: "positive number of records"},
+		"all and scale":             {args: []string{"bench", "-all", "-scale"}, want: "give one of them"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer

@@ -8,6 +8,7 @@
 //	finale-lab bench [-roles N]                      the guarantees' cost against the naive build, as a table
 //	finale-lab bench -scale [-namespaces N -roles-per-namespace M]
 //	                                                 the same at 10,000 Roles in 100 namespaces, each build once
+//	finale-lab bench -all [-records N]               both, and the sweeper's pass over 100,000 records, in one table
 //	finale-lab scenario NAME                         one seed scenario (or its -naive counterpart)
 //	finale-lab scenario campaign --seed N --runs K   randomized fault schedules, reproducible by seed
 //	finale-lab scenario failover [--seed N --runs K] [--election fast|operator]
@@ -39,6 +40,7 @@ commands:
   bench [-roles N]                      measure the guarantees against the naive build (default 1000 Roles); prints a table
   bench -scale [-namespaces N -roles-per-namespace M]
                                         the same at scale (default 100 × 100 Roles), the operator as a process of its own
+  bench -all [-records N]               both, and the sweeper's pass over N records (default 100,000), in one table
   scenario NAME                         run a seed scenario; NAME-naive runs it with the guarantee off
   scenario campaign --seed N --runs K   randomized fault schedules; a failing run prints its seed
                      [--apiservers]      with a second kube-apiserver's faults (lag, partition, failover)

@@ -270,16 +270,3 @@ func metric(t *testing.T, name, label, value string) float64 {
 	}
 	return 0
 }
-
-// memService answers questions as a genuine deployment with nothing
-// tagged: for the benchmark's setup, which needs signed records fast.
-type memService struct {
-	deployment string
-	once       sync.Once
-	salt, tok  string
-}
-
-func (m *memService) Prove(_ context.Context, q ledger.Question) (ledger.Answer, error) {
-	m.once.Do(func() { m.salt, m.tok = q.Enroll.Salt, q.Enroll.Token })
-	return ledger.Answer{Deployment: m.deployment, Salt: m.salt, Response: ledger.Respond(m.tok, q, m.deployment, m.salt, nil)}, nil
-}
