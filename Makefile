@@ -63,11 +63,10 @@ demo: postgres kube
 #     it, linking the test binaries 17 %, PostgreSQL 9 %, etcd 8 %). Each
 #     job's output goes to $(TEST_LOGS)/JOB.log; a line says when each
 #     starts and ends;
-#  4. a failed job's failures are printed, each failed test's first line
-#     and its last lines (where its message is: a test that logged a
-#     narration first would otherwise show only the narration), panics,
-#     and the log's last lines; CI keeps only the end of the output, so
-#     the summary is short.
+#  4. a failed job's failures are printed, each failed test's first and
+#     last lines (its message may start them or end them, after a
+#     narration), panics, and the log's last lines; CI keeps only the end
+#     of the output, so the summary is short.
 # The library module's tests include internal/modproxy's TestConsumer:
 # finale's module zip served by a file-based GOPROXY to a separate consumer
 # module (internal/modproxy/testdata/consumer, pinned to the oldest
@@ -102,10 +101,11 @@ test: postgres
 	[ $$vet -eq 0 ] && [ $$rc -eq 0 ]
 
 # FAILURES_AWK prints, from a go test log, each failed test's --- FAIL
-# line and the last 12 lines of its output (its indented lines), every
+# line and the first 3 and last 10 lines of its output (its indented
+# lines: the message often starts it, a log tail or narration ends it), every
 # panic with 30 lines after it, and the FAIL lines, cut to 240 columns.
-FAILURES_AWK = function flush() { if (head != "") { print head; s = n > 12 ? n - 12 : 0; if (s) print "        [" s " lines]"; \
-		for (i = s + 1; i <= n; i++) print substr(buf[i], 1, 240) } n = 0; head = ""; infail = 0 } \
+FAILURES_AWK = function flush() { if (head != "") { print head; for (i = 1; i <= n; i++) { if (i == 4 && n > 15) { print "        [" n - 13 " lines]"; i = n - 9 } \
+		print substr(buf[i], 1, 240) } } n = 0; head = ""; infail = 0 } \
 	/^[ \t]*--- FAIL/ { flush(); head = $$0; match($$0, /^[ \t]*/); ind = RLENGTH; infail = 1; next } \
 	infail && match($$0, /^[ \t]*/) && RLENGTH > ind { buf[++n] = $$0; next } \
 	infail { flush() } \
