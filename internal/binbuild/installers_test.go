@@ -14,7 +14,8 @@ import (
 // temporal, make argo, and a user's go run of kubeinstall), before the
 // build cache holds anything of the module, so whatever they import is
 // compiled before the servers' builds can start. They import the standard
-// library, golang.org/x/tools/txtar and the build packages only: when
+// library, golang.org/x/tools/txtar, golang.org/x/sys/unix (procgroup's,
+// for the temporal server's process group) and the build packages only: when
 // kubeinstall imported controlplane it compiled client-go and
 // controller-runtime first (about 700 packages, 5 CPU-minutes).
 func TestInstallersImportOnlyTheBuild(t *testing.T) {
@@ -22,7 +23,7 @@ func TestInstallersImportOnlyTheBuild(t *testing.T) {
 	build := []string{"golang.org/x/tools/txtar", finale + "internal/binbuild"}
 	for cmd, own := range map[string][]string{
 		"controlplane/kubeinstall":             {finale + "internal/kubebin"},
-		"internal/temporalbin/temporalinstall": {finale + "internal/procgroup", finale + "internal/temporalbin"},
+		"internal/temporalbin/temporalinstall": {"golang.org/x/sys/unix", finale + "internal/procgroup", finale + "internal/temporalbin"},
 		"internal/argobin/argoinstall":         {finale + "internal/argobin"},
 	} {
 		t.Run(cmd, func(t *testing.T) {
