@@ -364,7 +364,7 @@ model:
 # and as the naive build (on, off, off, on) with their CPU, API writes and
 # reads and PostgreSQL round trips per lifecycle, a namespace of 1,000
 # Roles deleted with each build, and 10,000 Roles in 100 namespaces with
-# each build, the operator as a process of its own. About an hour on 2
+# each build, the operator as a process of its own. About 20 minutes on 2
 # idle cores.
 bench: deps
 	cd scenarios && $(GO) run ./cmd/finale-lab bench -all
