@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,7 +29,10 @@ var widgetGVK = schema.GroupVersionKind{Group: "scope.check.finale.dev", Version
 const (
 	widgetRole   = "toy.example.com/role" // label: dependent or parent
 	holdFinalize = "toy.example.com/hold"
-	scopeFinish  = 15 * time.Second // every deletion here is done within a few seconds
+	// scopeFinish bounds each run's deletion: a few seconds alone, but the
+	// namespace controller took over 15 s beside make test's other jobs. A
+	// stuck build's run ends at timeouts.stuck (30 s) anyway.
+	scopeFinish = patFinish
 )
 
 func newWidget() client.Object {
