@@ -20,7 +20,20 @@ import (
 // A leader that ignores SIGTERM is killed once the grace has passed, and
 // the child it started in its group goes with it.
 func TestStopKillsTheGroup(t *testing.T) {
-	cmd := exec.Command("sh", "-c", `trap "" TERM; sleep 300 & echo $!; wait`)
+	cmd, child := startWithChild(t, `trap "" TERM; sleep 300 & echo $!; wait`)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	procgroup.Stop(cmd.Process.Pid, done, 100*time.Millisecond)
+	if err := goneWithin(t, child, 10*time.Second); err != nil {
+		t.Fatalf("child %d of the group still runs after Stop: %v", child, err)
+	}
+}
+
+// startWithChild starts script in a group of its own; its first line of
+// output must be the process ID of a child it started, which it returns.
+func startWithChild(t *testing.T, script string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
 	cmd.SysProcAttr = procgroup.Attr()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -37,15 +50,15 @@ func TestStopKillsTheGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	procgroup.Stop(cmd.Process.Pid, done, 100*time.Millisecond)
-	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return !running(child), nil
+	return cmd, child
+}
+
+// goneWithin waits until pid no longer runs; an error if it still does
+// after d.
+func goneWithin(t *testing.T, pid int, d time.Duration) error {
+	return wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return !running(pid), nil
 	})
-	if err != nil {
-		t.Fatalf("child %d of the group still runs after Stop: %v", child, err)
-	}
 }
 
 // running reports whether pid is a live process (a zombie nobody reaped
@@ -64,31 +77,12 @@ func running(pid int) bool {
 // A leader that exits leaves nothing behind in its group: Wait kills it
 // while the leader still holds the group's number.
 func TestWaitKillsLeftovers(t *testing.T) {
-	cmd := exec.Command("sh", "-c", `sleep 300 & echo $!`)
-	cmd.SysProcAttr = procgroup.Attr()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd, child := startWithChild(t, `sleep 300 & echo $!`)
 	defer func() { _ = syscall.Kill(child, syscall.SIGKILL) }() // if the test fails
 	if err := procgroup.Wait(cmd); err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	err = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return !running(child), nil
-	})
-	if err != nil {
+	if err := goneWithin(t, child, 10*time.Second); err != nil {
 		t.Fatalf("child %d of the exited leader's group still runs: %v", child, err)
 	}
 }
@@ -108,10 +102,7 @@ func TestStopLeavesAReapedGroupAlone(t *testing.T) {
 	procgroup.Stop(other.Process.Pid, reaped, time.Millisecond)
 	procgroup.Kill(other.Process.Pid, reaped)
 	// A signal sent would end it within the second; it must outlive it.
-	err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
-		return !running(other.Process.Pid), nil
-	})
-	if err == nil {
+	if goneWithin(t, other.Process.Pid, time.Second) == nil {
 		t.Fatal("Stop or Kill signalled a group whose leader had been reaped")
 	}
 }
