@@ -156,15 +156,7 @@ func Run(ctx context.Context, cfg *rest.Config, c client.Client, n int, log io.W
 	// that PeakRSS is the pass's own high-water mark.
 	debug.FreeOSMemory()
 	reset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	base, peak := heapInUse(), sampleHeap()
-	start = time.Now()
-	err = pass(ctx, s, n)
-	r.Pass = time.Since(start)
-	r.PassHeap = sub(peak(), base)
-	runtime.ReadMemStats(&after)
-	r.PassAlloc = after.TotalAlloc - before.TotalAlloc
+	r.Pass, r.PassHeap, r.PassAlloc, err = measure(func() error { return pass(ctx, s, n) })
 	if err != nil {
 		return r, fmt.Errorf("sweep bench: pass: %w", err)
 	}
@@ -178,14 +170,11 @@ func Run(ctx context.Context, cfg *rest.Config, c client.Client, n int, log io.W
 	}
 
 	runtime.GC()
-	runtime.ReadMemStats(&before)
-	base, peak = heapInUse(), sampleHeap()
-	start = time.Now()
-	seen, err := listAll(ctx, c, recNS, sweep.DefaultPageSize)
-	r.List = time.Since(start)
-	r.ListHeap = sub(peak(), base)
-	runtime.ReadMemStats(&after)
-	r.ListAlloc = after.TotalAlloc - before.TotalAlloc
+	var seen int
+	r.List, r.ListHeap, r.ListAlloc, err = measure(func() (err error) {
+		seen, err = listAll(ctx, c, recNS, sweep.DefaultPageSize)
+		return err
+	})
 	if err != nil {
 		return r, fmt.Errorf("sweep bench: bare LIST: %w", err)
 	}
@@ -193,6 +182,20 @@ func Run(ctx context.Context, cfg *rest.Config, c client.Client, n int, log io.W
 		return r, fmt.Errorf("sweep bench: the bare LIST saw %d record ConfigMaps, want at least %d", seen, n)
 	}
 	return r, nil
+}
+
+// measure runs f and returns its time, its peak heap above the heap in
+// use when it started, and the bytes it allocated.
+func measure(f func() error) (d time.Duration, heap, alloc uint64, err error) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	base, peak := heapInUse(), sampleHeap()
+	start := time.Now()
+	err = f()
+	d = time.Since(start)
+	heap = sub(peak(), base)
+	runtime.ReadMemStats(&after)
+	return d, heap, after.TotalAlloc - before.TotalAlloc, err
 }
 
 // pass runs one pass and checks that it found every record waiting on a
