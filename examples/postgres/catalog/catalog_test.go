@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/errclass"
@@ -520,6 +521,38 @@ func TestDatabaseCreateInterrupted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCreateDatabaseStopsAtAFailedCreate proves a CREATE DATABASE that
+// fails without an answer from PostgreSQL (a timeout) ends the create with
+// that error: nothing is tagged or renamed after it. It once went on to
+// the tag as if the CREATE had succeeded, and reported the tag's failure.
+func TestCreateDatabaseStopsAtAFailedCreate(t *testing.T) {
+	lost := errors.New("read tcp: i/o timeout")
+	q := &failCreate{Querier: connect(t, "postgres"), err: lost}
+	name, tag := unique("lost_"), unique("finale:lost-")
+	err := catalog.CreateDatabase(t.Context(), q, catalog.DatabaseSpec{Name: name}, tag)
+	if !errors.Is(err, lost) || !strings.Contains(err.Error(), "create database") {
+		t.Fatalf("CreateDatabase: %v, want the CREATE's error", err)
+	}
+	if diff := cmp.Diff([]string{"CREATE DATABASE " + pgx.Identifier{catalog.PendingDatabaseName(tag)}.Sanitize()}, q.execs); diff != "" {
+		t.Errorf("statements sent (-want +got):\n%s", diff)
+	}
+}
+
+// failCreate fails every CREATE DATABASE with err, without sending it.
+type failCreate struct {
+	catalog.Querier
+	err   error
+	execs []string
+}
+
+func (f *failCreate) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	f.execs = append(f.execs, sql)
+	if strings.HasPrefix(sql, "CREATE DATABASE") {
+		return pgconn.CommandTag{}, f.err
+	}
+	return f.Querier.Exec(ctx, sql, args...)
 }
 
 // TestDropDatabaseInUse proves a database with a session is a Conflict

@@ -105,11 +105,13 @@ func CreateDatabase(ctx context.Context, q Querier, spec DatabaseSpec, tag strin
 			sql += " OWNER " + owner
 		}
 		_, err := q.Exec(ctx, sql)
-		switch code, _ := sqlstate(err); code {
-		case "", sqlstateDuplicateDatabase: // a concurrent attempt of ours got there first
-		case sqlstateUndefinedObject:
+		switch code, _ := sqlstate(err); {
+		case err == nil, code == sqlstateDuplicateDatabase: // a concurrent attempt of ours got there first
+		case code == sqlstateUndefinedObject:
 			return &Error{Reason: ReasonOwnerMissing, Kind: KindDatabase, Name: spec.Name, Expected: spec.Owner, Err: err}
 		default:
+			// A transport error too: the tag would go nowhere, and the
+			// error must say which statement's outcome is unknown.
 			return fmt.Errorf("create database %q: %w", spec.Name, err)
 		}
 	}

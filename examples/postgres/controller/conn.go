@@ -387,19 +387,18 @@ func dial(ctx context.Context, r client.Reader, k Key, hook func(context.Context
 	}
 	cfg.ConnectTimeout = timeout
 	if stmt > 0 {
-		// The pool abandons a call at its timeout, and pgx then only closes
-		// the socket, which a backend waiting on a lock does not notice: a
-		// CREATE ROLE blocked on a lock committed seconds after its client
-		// was gone, and its role had no cleanup record any more. The
-		// statement and lock timeouts end such a statement whatever the
-		// network does, which is what CreateLanding counts on. No cancel
-		// request on top: a slow CREATE DATABASE that outlasts a short call
-		// timeout then still completes, and the retry after the window
-		// finishes it; cancelled every time, it never would.
-		// Only lock waits are bounded: a statement_timeout cancelled a slow
-		// CREATE DATABASE under load on every attempt, so it never
-		// completed. A statement that runs (not waits) longer than the
-		// window can still land after it.
+		// The pool abandons a call at its timeout. pgx then sends a cancel
+		// request on a new connection and closes the socket, and neither
+		// is sure to reach the backend (the path to it may be what
+		// failed): a CREATE ROLE blocked on a lock committed seconds after
+		// its client was gone, and its role had no cleanup record any
+		// more. The lock timeout ends such a wait whatever the network
+		// does, which is what CreateLanding counts on. Only lock waits are
+		// bounded: a statement_timeout cancelled a slow CREATE DATABASE
+		// under load on every attempt, so it never completed (pgx's cancel
+		// does the same to one still running at the call timeout, so a
+		// slow service needs a longer call timeout). A statement that runs
+		// (not waits) longer than the window can still land after it.
 		cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(stmt.Milliseconds(), 10)
 	}
 	start := time.Now()

@@ -146,48 +146,106 @@ func TestResetConnectionIsEvicted(t *testing.T) {
 }
 
 // A database created under its pending name whose tagging statement then
-// fails (a call timeout: the connection freezes right after the CREATE)
-// and whose Database is deleted before a retry could finish it: the record
+// fails (a call timeout: the connection freezes when the tag is next) and
+// whose Database is deleted before a retry could finish it: the record
 // declared the database's name before the create, and the delete of that
 // name drops the untagged pending database too. Nothing is left.
+//
+// The pending database is there untagged either because the attempt's
+// CREATE succeeded ("tag times out") or because an earlier attempt's
+// CREATE completed after its caller gave up and this attempt found it
+// ("CREATE answered late": the proxy holds the CREATE back past the call
+// timeout, then delivers it). The call timeout is 10 s, not shorter: a
+// CREATE DATABASE on a loaded machine took over 2 s on every attempt, and
+// pgx cancels the statement of a call it abandons, so none ever completed.
 func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		proxy   *faultinject.Proxy
-		target  *v1alpha1.Database
-		c       client.Client
-		tripped bool
-	)
-	w := start(t, controller.Options{CallTimeout: 2 * time.Second, Statements: func(ctx context.Context, sql string, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if tripped || err != nil || proxy == nil || !strings.HasPrefix(sql, `CREATE DATABASE "`+catalog.PendingPrefix) {
-			return
-		}
-		tripped = true
-		proxy.Freeze()                                   // the COMMENT that follows times out
-		_ = c.Delete(context.WithoutCancel(ctx), target) // and the Database goes before a retry
-	}})
-	ns, p := w.serverBehindProxy()
-	d := database(ns, "d", pgtarget.RandomName("pending_"), "")
-	mu.Lock()
-	proxy, target, c = p, d, w.c
-	mu.Unlock()
-	w.create(d)
-	w.waitGone(d)
-	mu.Lock()
-	if !tripped {
-		t.Fatal("the create never reached its pending name: the test proves nothing")
+	const callTimeout = 10 * time.Second
+	for _, tc := range []struct {
+		name string
+		// late: the first attempt's CREATE reaches PostgreSQL after its
+		// call timed out.
+		late bool
+	}{
+		{name: "tag times out"},
+		{name: "CREATE answered late", late: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu            sync.Mutex
+				proxy         *faultinject.Proxy
+				target        *v1alpha1.Database
+				c             client.Client
+				looks         int
+				held, tripped bool
+				trippedBy     string
+			)
+			w := start(t, controller.Options{CallTimeout: callTimeout, Statements: func(ctx context.Context, sql string, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if proxy == nil || tripped {
+					return
+				}
+				switch {
+				case tc.late && !held && isDatabaseLook(sql) && err != nil:
+					// The first attempt's second look (its pending name) found
+					// nothing: its CREATE is next, and is held back.
+					if looks++; looks == 2 {
+						held = true
+						proxy.SetLatency(callTimeout + time.Second)
+					}
+				case tc.late && held && isPendingCreate(sql) && err != nil:
+					proxy.SetLatency(0) // the CREATE already held stays held
+				case err == nil && (isPendingCreate(sql) || isDatabaseLook(sql)):
+					// The pending database is there untagged and its tag is
+					// next (no database of the wanted name exists before
+					// the tag is written, so a look that finds one finds the
+					// pending one).
+					tripped, trippedBy = true, sql
+					proxy.Freeze()                                   // the COMMENT that follows times out
+					_ = c.Delete(context.WithoutCancel(ctx), target) // and the Database goes before a retry
+				}
+			}})
+			ns, p := w.serverBehindProxy()
+			d := database(ns, "d", pgtarget.RandomName("pending_"), "")
+			mu.Lock()
+			proxy, target, c = p, d, w.c
+			mu.Unlock()
+			w.create(d)
+			// An attempt that creates nothing waits out its window (21 s
+			// here) before the next.
+			err := controlplane.WaitFor(t.Context(), 3*time.Minute, "a create attempt reaching its tag", func(context.Context) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return tripped, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.waitGone(d)
+			mu.Lock()
+			if tc.late && !isDatabaseLook(trippedBy) {
+				t.Errorf("the tag came after %q, not after a look that found the late CREATE's database: the test proves nothing", trippedBy)
+			}
+			mu.Unlock()
+			pending := catalog.PendingDatabaseName(tagOf(d))
+			if _, ok := w.database(pending); ok {
+				t.Errorf("the untagged pending database %s outlived its Database", pending)
+			}
+			if _, ok := w.database(d.Spec.DatabaseName); ok {
+				t.Errorf("database %s exists", d.Spec.DatabaseName)
+			}
+			if w.record(string(d.UID)) != nil {
+				t.Error("record left")
+			}
+		})
 	}
-	mu.Unlock()
-	pending := catalog.PendingDatabaseName(tagOf(d))
-	if _, ok := w.database(pending); ok {
-		t.Errorf("the untagged pending database %s outlived its Database", pending)
-	}
-	if _, ok := w.database(d.Spec.DatabaseName); ok {
-		t.Errorf("database %s exists", d.Spec.DatabaseName)
-	}
-	if w.record(string(d.UID)) != nil {
-		t.Error("record left")
-	}
+}
+
+func isPendingCreate(sql string) bool {
+	return strings.HasPrefix(sql, `CREATE DATABASE "`+catalog.PendingPrefix)
+}
+
+// isDatabaseLook reports catalog.ObserveDatabase's query.
+func isDatabaseLook(sql string) bool {
+	return strings.HasPrefix(sql, "SELECT pg_get_userbyid(datdba)")
 }
