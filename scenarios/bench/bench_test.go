@@ -63,7 +63,7 @@ func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nd.Gone <= 0 || nd.Direct <= 0 {
+	if nd.Gone <= 0 || nd.NaiveGone <= 0 || nd.Direct <= 0 {
 		t.Fatalf("unmeasured: %+v", nd)
 	}
 }
