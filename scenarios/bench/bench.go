@@ -253,8 +253,8 @@ type NamespaceDeletion struct {
 	Gone time.Duration
 	// NaiveGone is the same for the naive build, in the same run: its
 	// Server and Secret go at once, so its Roles let go without dropping
-	// anything (NaiveLeaked of them stay in PostgreSQL, in each of its
-	// deletions; the run drops them after measuring).
+	// anything (NaiveLeaked, the most of one of its deletions, stay in
+	// PostgreSQL; the run drops them after measuring).
 	NaiveGone   time.Duration
 	NaiveLeaked int
 	// Direct is dropping as many roles over one connection, nothing else.
@@ -270,10 +270,9 @@ const TargetNamespaceRatio = 1.5
 
 // RunNamespaceDeletion creates n Roles in a namespace, waits until they are
 // Ready, deletes the namespace and waits until it is gone, twice with each
-// build in the order on, off, off, on (as RunLifecycle: one deletion per
-// build moved the ratio by half between runs, the namespace controller's
-// requeues being seconds apart); then drops n roles directly for the
-// baseline.
+// build in the order on, off, off, on (as RunLifecycle: with one deletion
+// per build the ratio moved by half between idle runs); then drops n roles
+// directly for the baseline.
 func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletion, error) {
 	if n <= 0 {
 		return NamespaceDeletion{}, fmt.Errorf("bench: %d Roles: give at least one", n)

@@ -155,9 +155,10 @@ func TestResetConnectionIsEvicted(t *testing.T) {
 // CREATE succeeded ("tag times out") or because an earlier attempt's
 // CREATE completed after its caller gave up and this attempt found it
 // ("CREATE answered late": the proxy holds the CREATE back past the call
-// timeout, then delivers it). The call timeout is 10 s, not shorter: a
-// CREATE DATABASE on a loaded machine took over 2 s on every attempt, and
-// pgx cancels the statement of a call it abandons, so none ever completed.
+// timeout, then delivers it). The call timeout is 10 s, not 2: a CREATE
+// DATABASE on a loaded machine can outlast 2 s, and pgx cancels the
+// statement of a call it abandons, so every attempt could fail (CI once
+// waited 90 s for the first to succeed).
 func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
 	const callTimeout = 10 * time.Second
 	for _, tc := range []struct {
