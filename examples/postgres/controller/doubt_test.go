@@ -18,11 +18,12 @@ import (
 
 // A create in doubt: the operator's CREATE ROLE waits on a lock (another
 // session creating the same name, uncommitted) past the call timeout, and
-// the operator abandons the call. Without a bound on the server's side the
-// backend does not notice its client is gone: once the lock is released
-// it commits the role. The Role is then deleted (and its record must not
-// go before that create can no longer land), or kept (and its retry must
-// make no second role). Test setting: a 2 s call timeout.
+// the operator abandons the call. The closed socket does not stop the
+// backend, and pgx's cancel request need not reach it (on a failing path
+// it may not): a backend still waiting commits the role once the lock is
+// released. The Role is then deleted (and its record must not go before
+// that create can no longer land), or kept (and its retry must make no
+// second role). Test setting: a 2 s call timeout.
 func TestCreateInDoubt(t *testing.T) {
 	for _, deleted := range []bool{true, false} {
 		name := map[bool]string{true: "deleted", false: "kept"}[deleted]
