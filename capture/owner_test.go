@@ -240,6 +240,19 @@ func (g *gate) Enter(ctx context.Context) (exit func(), err error) {
 type ownerController struct {
 	c    client.Client
 	gate *gate
+
+	mu sync.Mutex
+	// errs counts failed reconciles and last is the latest one's error,
+	// for a failing test to print. Guarded by mu.
+	errs int
+	last error
+}
+
+// failures says how many reconciles failed, and the last error.
+func (o *ownerController) failures() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprintf("%d failed reconciles, the last: %v", o.errs, o.last)
 }
 
 func (o *ownerController) setup(mgr ctrl.Manager, name string) error {
@@ -251,7 +264,18 @@ func (o *ownerController) setup(mgr ctrl.Manager, name string) error {
 		Complete(o)
 }
 
-func (o *ownerController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (o *ownerController) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	defer func() {
+		if err != nil {
+			o.mu.Lock()
+			o.errs, o.last = o.errs+1, err
+			o.mu.Unlock()
+		}
+	}()
+	return o.reconcile(ctx, req)
+}
+
+func (o *ownerController) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	exit, err := o.gate.Enter(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -416,7 +440,7 @@ func waitJobPhase(t testing.TB, c client.Client, job *Job, phase string) *Job {
 		return got.Status.Phase == phase, nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; its status: phase %q, nodes %+v, results %+v", err, got.Status.Phase, got.Status.Nodes, got.Status.Results)
 	}
 	return &got
 }

@@ -261,6 +261,11 @@ func startStack(t testing.TB, ns string, o stackOptions) *stack {
 	if err := owner.setup(mgr, name+"-owner"); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() { // controller-runtime's own log is off in these tests
+			t.Logf("owner controller: %s", owner.failures())
+		}
+	})
 	if o.naive {
 		n := &naiveRelease{c: mgr.GetClient(), clock: o.clock}
 		if err := ctrl.NewControllerManagedBy(mgr).Named(name + "-naive").For(&corev1.Pod{}).Complete(n); err != nil {
