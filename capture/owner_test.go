@@ -264,15 +264,14 @@ func (o *ownerController) setup(mgr ctrl.Manager, name string) error {
 		Complete(o)
 }
 
-func (o *ownerController) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
-	defer func() {
-		if err != nil {
-			o.mu.Lock()
-			o.errs, o.last = o.errs+1, err
-			o.mu.Unlock()
-		}
-	}()
-	return o.reconcile(ctx, req)
+func (o *ownerController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := o.reconcile(ctx, req)
+	if err != nil {
+		o.mu.Lock()
+		o.errs, o.last = o.errs+1, err
+		o.mu.Unlock()
+	}
+	return res, err
 }
 
 func (o *ownerController) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

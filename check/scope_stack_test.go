@@ -29,10 +29,6 @@ var widgetGVK = schema.GroupVersionKind{Group: "scope.check.finale.dev", Version
 const (
 	widgetRole   = "toy.example.com/role" // label: dependent or parent
 	holdFinalize = "toy.example.com/hold"
-	// scopeFinish bounds each run's deletion: a few seconds alone, but the
-	// namespace controller took over 15 s beside make test's other jobs. A
-	// stuck build's run ends at timeouts.stuck (30 s) anyway.
-	scopeFinish = patFinish
 )
 
 func newWidget() client.Object {
@@ -180,7 +176,10 @@ func startScopeToy(svc *toyService, hub *toyHub, widgetDependents bool, seen *wi
 func scopeSpec(name string, start check.StartFunc, svc *toyService) *check.Spec {
 	spec := patSpec(name, start, svc)
 	spec.CRDs = []string{"testdata/widgets.yaml"}
-	spec.Timeouts = check.Timeouts{Finish: metav1Duration(scopeFinish)}
+	// A few seconds alone, but the namespace controller took over 15 s
+	// beside make test's other jobs; a stuck build's run ends at
+	// timeouts.stuck (30 s) anyway.
+	spec.Timeouts = check.Timeouts{Finish: metav1Duration(patFinish)}
 	return spec
 }
 

@@ -172,36 +172,34 @@ func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var (
-				mu            sync.Mutex
-				proxy         *faultinject.Proxy
-				target        *v1alpha1.Database
-				c             client.Client
-				looks         int
-				held, tripped bool
-				trippedBy     string
+				mu        sync.Mutex
+				proxy     *faultinject.Proxy
+				target    *v1alpha1.Database
+				c         client.Client
+				looks     int    // the first attempt's looks at a database name
+				trippedBy string // the statement after which the fault came
 			)
 			w := start(t, controller.Options{CallTimeout: callTimeout, Statements: func(ctx context.Context, sql string, err error) {
 				mu.Lock()
 				defer mu.Unlock()
-				if proxy == nil || tripped {
+				if proxy == nil || trippedBy != "" {
 					return
 				}
 				switch {
-				case tc.late && !held && isDatabaseLook(sql) && err != nil:
+				case tc.late && looks < 2 && isDatabaseLook(sql) && err != nil:
 					// The first attempt's second look (its pending name) found
 					// nothing: its CREATE is next, and is held back.
 					if looks++; looks == 2 {
-						held = true
 						proxy.SetLatency(callTimeout + time.Second)
 					}
-				case tc.late && held && isPendingCreate(sql) && err != nil:
+				case tc.late && looks == 2 && isPendingCreate(sql) && err != nil:
 					proxy.SetLatency(0) // the CREATE already held stays held
 				case err == nil && (isPendingCreate(sql) || isDatabaseLook(sql)):
 					// The pending database is there untagged and its tag is
 					// next (no database of the wanted name exists before
 					// the tag is written, so a look that finds one finds the
 					// pending one).
-					tripped, trippedBy = true, sql
+					trippedBy = sql
 					proxy.Freeze()                                   // the COMMENT that follows times out
 					_ = c.Delete(context.WithoutCancel(ctx), target) // and the Database goes before a retry
 				}
@@ -217,7 +215,7 @@ func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
 			err := controlplane.WaitFor(t.Context(), 3*time.Minute, "a create attempt reaching its tag", func(context.Context) (bool, error) {
 				mu.Lock()
 				defer mu.Unlock()
-				return tripped, nil
+				return trippedBy != "", nil
 			})
 			if err != nil {
 				t.Fatal(err)
