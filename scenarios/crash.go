@@ -414,8 +414,10 @@ func (w *world) lifecycleWithCrash(ctx context.Context, kind Kind, ns string, cr
 
 // lifecycle drives one object of kind through create, update and delete,
 // then a second one through create and its namespace's deletion. It waits
-// on each step with the "finished" bound; a step not reached in time is an
-// error of the run (reported by the caller).
+// for each deletion with the "finished" bound and for Ready with
+// readyTimeout (a create is not a deletion, and under load it waits out
+// create-in-doubt windows); a step not reached in time is an error of the
+// run (reported by the caller).
 func (w *world) lifecycleIn(ctx context.Context, kind Kind, ns string) error {
 	if err := w.server(ctx, ns); err != nil {
 		return err
@@ -434,7 +436,7 @@ func (w *world) lifecycleIn(ctx context.Context, kind Kind, ns string) error {
 	if err := w.create(ctx, first); err != nil {
 		return err
 	}
-	if err := w.waitReady(ctx, w.env.bound(), first); err != nil {
+	if err := w.waitReady(ctx, readyTimeout, first); err != nil {
 		return err
 	}
 	switch o := first.(type) {
@@ -446,7 +448,7 @@ func (w *world) lifecycleIn(ctx context.Context, kind Kind, ns string) error {
 	if err := w.c.Update(ctx, first); err != nil {
 		return fmt.Errorf("update %s: %w", first.GetName(), err)
 	}
-	if err := w.waitReady(ctx, w.env.bound(), first); err != nil {
+	if err := w.waitReady(ctx, readyTimeout, first); err != nil {
 		return err
 	}
 	if err := w.c.Delete(ctx, first); err != nil {
@@ -462,7 +464,7 @@ func (w *world) lifecycleIn(ctx context.Context, kind Kind, ns string) error {
 	if err := w.create(ctx, second); err != nil {
 		return err
 	}
-	if err := w.waitReady(ctx, w.env.bound(), second); err != nil {
+	if err := w.waitReady(ctx, readyTimeout, second); err != nil {
 		return err
 	}
 	if err := w.deleteNamespace(ctx, ns); err != nil {

@@ -19,11 +19,11 @@ import (
 // call timeouts. The seed's deletion retried for 39 minutes.
 const poisonedBound = 10 * callTimeout
 
-// readyTimeout bounds every wait for objects to be Ready. A Database's
-// create under make test's load can outlast the scenarios' 2 s call
-// timeout, and each abandoned attempt is in doubt for the create timeout
-// and landing (15 s) before the next: a crash campaign's Database took
-// over 90 s so. A bound only costs time when something is broken.
+// readyTimeout bounds every wait for objects to be Ready. A create that
+// outlasts the call timeout under load, or that a crash interrupts, is in
+// doubt for the create timeout and landing (21 s) before the next attempt,
+// and a crash campaign's Database once took over 90 s so. A bound only
+// costs time when something is broken.
 const readyTimeout = 3 * time.Minute
 
 // checkEnd checks no-leak and no-wrong-delete for the world's scope, then

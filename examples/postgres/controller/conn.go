@@ -264,14 +264,15 @@ func NewPool(r client.Reader, o PoolOptions) (*Pool, error) {
 	return clientpool.New(opts)
 }
 
-// StatementTimeout is the server-side bound (statement_timeout and
-// lock_timeout) on every statement of a pool whose calls are bounded by
-// callTimeout: four fifths of it, so that the server gives up on a
-// statement before its client does, but never below minStatementTimeout,
-// so that a short call timeout (a test's) does not make a slow CREATE
-// DATABASE impossible: such a statement then completes after its client
-// gave up, and CreateLanding, which follows this bound, keeps its record
-// until it can no longer land. Zero for unbounded calls.
+// StatementTimeout is the server-side bound on the lock waits (the
+// lock_timeout, see dial) of every statement of a pool whose calls are
+// bounded by callTimeout: four fifths of it, so that the server gives up a
+// wait before its client does, and never below minStatementTimeout.
+// CreateLanding follows it. It does not lengthen a call: pgx sends a
+// cancel request for the statement of a call abandoned at its timeout, so
+// a CREATE DATABASE slower than the call timeout is cancelled whenever the
+// request arrives, and a slow service needs a longer call timeout. Zero
+// for unbounded calls.
 func StatementTimeout(callTimeout time.Duration) time.Duration {
 	if callTimeout <= 0 {
 		return 0
