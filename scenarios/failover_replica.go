@@ -141,6 +141,13 @@ func (s *replicaSet) start(prefix string) (*replica, error) {
 		"--workers=2",
 		// The sweeper acts within seconds of an owner's forced deletion.
 		"--sweep-settle=1s", "--sweep-clock-skew=500ms", "--sweep-interval=1s",
+		// The scenarios' call timeout, not the default 30 s: a successor
+		// keeps the record of a role its killed predecessor dropped for
+		// the create-in-doubt window after the role's create (it cannot
+		// know that create was answered), 21 s here but 85 s at the
+		// default, which the finished bound could not tell from a stuck
+		// sweep.
+		"--call-timeout=" + callTimeout.String(),
 		// The Servers reach PostgreSQL in plain text through the tap on
 		// loopback, which must read the statements to time its kills:
 		// the scenario vouches for that path, as an admin would for a
