@@ -116,7 +116,7 @@ FAILURES_AWK = function flush() { if (head != "") { print head; for (i = 1; i <=
 # test-campaigns: the CI-sized fault campaigns and leader failovers of
 # scenarios (a 20-run randomized campaign, the naive build's replayable
 # seeds, the apiserver campaign, failover with and without the fence).
-# About 10 minutes of both cores: run it before a change to lifecycle,
+# About 5 minutes of both cores: run it before a change to lifecycle,
 # ledger, hold, sweep, fence or the harness lands.
 test-campaigns: deps
 	cd scenarios && $(GO_TEST) -v -run '$(SCENARIO_CAMPAIGNS)' .

@@ -77,10 +77,10 @@ func (e Env) check() error {
 // Operator tuning for every scenario: short enough that faults heal within
 // a run, long enough not to fire on a slow shared machine. The call timeout
 // must outlast a CREATE DATABASE under make test's load, not only a frozen
-// connection's detection: pgx cancels the statement of a call it abandons,
-// so each attempt that outlasts the timeout creates nothing and waits out
-// its create-in-doubt window before the next (at 2 s, CI saw a Database's
-// creates fail so for a minute and a half).
+// connection's detection: pgx sends a cancel request for the statement of
+// a call it abandons, so an attempt that outlasts the timeout creates
+// nothing and waits out its create-in-doubt window before the next (at
+// 2 s, a crash campaign's Database in CI was still in doubt after 90 s).
 const (
 	callTimeout   = 5 * time.Second
 	retryInterval = time.Second
