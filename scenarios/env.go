@@ -60,6 +60,12 @@ const DefaultBound = 90 * time.Second
 // ErrEnv means an Env lacks its control plane or PostgreSQL.
 var ErrEnv = errors.New("scenarios: Env needs a ControlPlane and a Postgres (start them with controlplane.Start and pgserver.Start)")
 
+// readyTimeout bounds every wait for objects to be Ready. A create that
+// outlasts the call timeout under load, or that a crash interrupts, is in
+// doubt for twice the call timeout and the landing (21 s) before the next
+// attempt. A bound only costs time when something is broken.
+const readyTimeout = 3 * time.Minute
+
 func (e Env) bound() time.Duration {
 	if e.Bound > 0 {
 		return e.Bound
@@ -76,11 +82,10 @@ func (e Env) check() error {
 
 // Operator tuning for every scenario: short enough that faults heal within
 // a run, long enough not to fire on a slow shared machine. The call timeout
-// must outlast a CREATE DATABASE under make test's load, not only a frozen
-// connection's detection: pgx sends a cancel request for the statement of
-// a call it abandons, so an attempt that outlasts the timeout creates
-// nothing and waits out its create-in-doubt window before the next (at
-// 2 s, a crash campaign's Database in CI was still in doubt after 90 s).
+// must also outlast a CREATE DATABASE under make test's load, or every
+// attempt creates nothing (controller.StatementTimeout says why) and waits
+// out its create-in-doubt window before the next: at 2 s, a crash
+// campaign's Database in CI was still in doubt after 90 s.
 const (
 	callTimeout   = 5 * time.Second
 	retryInterval = time.Second

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,13 +17,6 @@ import (
 // poisonedBound is how long the poisoned-client deletion may take: ten
 // call timeouts. The seed's deletion retried for 39 minutes.
 const poisonedBound = 10 * callTimeout
-
-// readyTimeout bounds every wait for objects to be Ready. A create that
-// outlasts the call timeout under load, or that a crash interrupts, is in
-// doubt for the create timeout and landing (21 s) before the next attempt,
-// and a crash campaign's Database once took over 90 s so. A bound only
-// costs time when something is broken.
-const readyTimeout = 3 * time.Minute
 
 // checkEnd checks no-leak and no-wrong-delete for the world's scope, then
 // tidies what the run left in PostgreSQL (a naive run's leaks, the seeded

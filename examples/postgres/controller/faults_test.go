@@ -156,9 +156,9 @@ func TestResetConnectionIsEvicted(t *testing.T) {
 // CREATE completed after its caller gave up and this attempt found it
 // ("CREATE answered late": the proxy holds the CREATE back past the call
 // timeout, then delivers it). The call timeout is 10 s, not 2: a CREATE
-// DATABASE on a loaded machine can outlast 2 s, and pgx cancels the
-// statement of a call it abandons, so every attempt could fail (CI once
-// waited 90 s for the first to succeed).
+// DATABASE on a loaded machine can outlast 2 s, and then every attempt
+// creates nothing (controller.StatementTimeout says why; CI once waited
+// 90 s for the first to succeed).
 func TestUntaggedPendingDatabaseIsDropped(t *testing.T) {
 	const callTimeout = 10 * time.Second
 	for _, tc := range []struct {

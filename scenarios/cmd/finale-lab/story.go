@@ -45,7 +45,7 @@ const (
 	stepTimeout      = 3 * time.Minute
 	// callTimeout is what turns a frozen connection into a Transport error
 	// (and an eviction) quickly enough to watch, and outlasts a CREATE
-	// DATABASE on a loaded machine (scenarios/env.go's callTimeout says why).
+	// DATABASE on a loaded machine (controller.StatementTimeout says why).
 	callTimeout = 5 * time.Second
 	// The sweeper's settle window, shortened so that the demo's leaked
 	// role is swept within seconds rather than the default 6 minutes
