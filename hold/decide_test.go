@@ -143,20 +143,23 @@ func TestWake(t *testing.T) {
 		ev   ev
 		want []string
 	}{
-		"new dependent of a held parent":              {ev: ev{create: dep("held")}},
-		"new dependent of an unheld parent":           {ev: ev{create: dep("unheld")}, want: []string{"now unheld"}},
-		"new dependent of a deleting parent":          {ev: ev{create: dep("deleting")}, want: []string{"now deleting"}},
-		"new dependent of a parent not in the cache":  {ev: ev{create: dep("absent")}, want: []string{"now absent"}},
-		"dependent without a parent":                  {ev: ev{create: dep("")}},
-		"status write under a held parent":            {ev: ev{old: dep("held"), new: dep("held")}},
-		"status write under a deleting parent":        {ev: ev{old: dep("deleting"), new: dep("deleting")}, want: []string{"now deleting"}},
-		"deletion starts, cleanup finalizer kept":     {ev: ev{old: dep("held"), new: dep("held", deletingDep)}},
-		"cleanup finalizer removed while deleting":    {ev: ev{old: dep("held", deletingDep), new: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
-		"the same under a deleting parent":            {ev: ev{old: dep("deleting", deletingDep), new: dep("deleting", deletingDep, withoutCleanup)}, want: []string{"1s deleting"}},
-		"deletion starts without a cleanup finalizer": {ev: ev{old: dep("held", withoutCleanup), new: dep("held", withoutCleanup, deletingDep)}, want: []string{"1s held"}},
-		"parent reference changed":                    {ev: ev{old: dep("held"), new: dep("unheld")}, want: []string{"now held", "now unheld"}},
-		"dependent gone":                              {ev: ev{del: dep("held")}, want: []string{"now held"}},
-		"dependent gone after its cleanup":            {ev: ev{del: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
+		"new dependent of a held parent":                {ev: ev{create: dep("held")}},
+		"new dependent of an unheld parent":             {ev: ev{create: dep("unheld")}, want: []string{"now unheld"}},
+		"new dependent of a deleting parent":            {ev: ev{create: dep("deleting")}},
+		"new dependent of a parent not in the cache":    {ev: ev{create: dep("absent")}, want: []string{"now absent"}},
+		"dependent without a parent":                    {ev: ev{create: dep("")}},
+		"status write under a held parent":              {ev: ev{old: dep("held"), new: dep("held")}},
+		"status write under a deleting parent":          {ev: ev{old: dep("deleting"), new: dep("deleting")}},
+		"deletion starts under a deleting parent":       {ev: ev{old: dep("deleting"), new: dep("deleting", deletingDep)}},
+		"deletion starts, cleanup finalizer kept":       {ev: ev{old: dep("held"), new: dep("held", deletingDep)}},
+		"cleanup finalizer removed while deleting":      {ev: ev{old: dep("held", deletingDep), new: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
+		"the same under a deleting parent":              {ev: ev{old: dep("deleting", deletingDep), new: dep("deleting", deletingDep, withoutCleanup)}, want: []string{"1s deleting"}},
+		"deletion starts without a cleanup finalizer":   {ev: ev{old: dep("held", withoutCleanup), new: dep("held", withoutCleanup, deletingDep)}, want: []string{"1s held"}},
+		"parent reference changed":                      {ev: ev{old: dep("held"), new: dep("unheld")}, want: []string{"now held", "now unheld"}},
+		"dependent gone, its last version with cleanup": {ev: ev{del: dep("held", deletingDep)}, want: []string{"1s held"}},
+		"dependent gone without a deletion":             {ev: ev{del: dep("held")}, want: []string{"1s held"}},
+		"dependent of a deleting parent gone":           {ev: ev{del: dep("deleting", deletingDep)}, want: []string{"1s deleting"}},
+		"dependent gone after its cleanup":              {ev: ev{del: dep("held", deletingDep, withoutCleanup)}, want: []string{"1s held"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -98,11 +98,14 @@ const dropDelay = time.Second
 // wake enqueues a dependent's parent when the dependent's change can change
 // the parent's verdict. The one change that cannot is a dependent that
 // counts (Dependents) before and after, or a new one that counts, while the
-// parent is alive and already held: the verdict stays "keep". Skipping those
-// spares a parent of N dependents N passes over N dependents as they are
-// created and their status written. A dependent that stops counting wakes
-// the parent after dropDelay. A stale cached parent is safe to trust here
-// because the parent's own changes wake it regardless (For).
+// parent carries the hold: alive, the verdict stays "keep"; deleting, it
+// stays "hold" until the last dependent stops counting or the hold's end,
+// which the pass that first saw the deletion already waits for. Skipping
+// those spares a parent of N dependents N passes over N dependents as they
+// are created, their status written and their deletions started. A
+// dependent that stops counting, or is gone, wakes the parent after
+// dropDelay. A stale cached parent is safe to trust here because the
+// parent's own changes wake it regardless (For).
 func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 	parentKey := func(o client.Object) (types.NamespacedName, bool) {
 		n := d.ParentName(o)
@@ -125,8 +128,11 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 			return true // no parent to wake
 		}
 		p := newObject(h.cfg.Parent)
-		if r.Get(ctx, k, p) != nil || deleting(p) || !hasFinalizer(p, h.cfg.Finalizer) {
+		if r.Get(ctx, k, p) != nil || !hasFinalizer(p, h.cfg.Finalizer) {
 			return false
+		}
+		if deleting(p) {
+			return true
 		}
 		// A held parent whose Secret lost its hold is not settled: the
 		// parent's pass puts it back.
@@ -158,11 +164,11 @@ func (h *Hold) wake(r client.Reader, d dependentKind) handler.EventHandler {
 				enqueue(q, e.ObjectNew)
 			}
 		},
+		// A dependent that is gone counts no more, whatever its last version
+		// says: the one a deletion event carries is the version stored
+		// before the delete, so a dependent whose cleanup finalizer went in
+		// the write that deleted it still shows the finalizer.
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if counts(e.Object) {
-				enqueue(q, e.Object)
-				return
-			}
 			enqueueSoon(q, e.Object)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
