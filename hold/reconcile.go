@@ -89,9 +89,8 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 // let go (an alive parent's hold dropped, a deleting parent released once
 // its last dependent is done), which may wait a moment: N dependents
 // deleted at once then make a pass or two instead of N, each a count of
-// the dependents left plus a live read of the Secret (alive) or a proof of
-// access through the service's connection, shared with the dependents'
-// own deletes (deleting). Letting go later only keeps longer; the
+// the dependents left (alive) or a proof of access through the service's
+// connection, shared with the dependents' own deletes (deleting). Letting go later only keeps longer; the
 // parent's own changes wake it at once.
 const dropDelay = time.Second
 
@@ -297,20 +296,31 @@ func (h *Hold) reconcileParent(ctx context.Context, r client.Reader, w client.Wr
 }
 
 // holdSecret puts the finalizer on parent's Secret before the parent's
-// own, so that a parent seen as held always has a held Secret. The Secret
-// is read live when the hold has a live reader: a cached copy that still
-// shows a hold the Secret reconciler has just taken off would make this a
-// no-op and leave a held parent with an unheld Secret.
+// own. A Secret the cache shows held is left as it is, without a live
+// read: this runs on every pass over a held parent, and each dependent's
+// change brings one. The cache may still show a hold the Secret reconciler
+// has just taken off; that leaves a held parent with an unheld Secret,
+// which a held parent never proves anyway (the Secret reconciler can take
+// the hold off right after this write too): a dependent confirms the
+// Secret's hold live before it creates (lifecycle's confirmLive) and waits
+// until the Secret reconciler, woken by its own write, puts it back for
+// the held parent. A Secret the cache shows unheld is read live before
+// the write, so that the write is not refused for a stale version.
 func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer, parent client.Object) error {
 	name := h.cfg.SecretName(parent)
 	if name == "" {
 		return nil
 	}
+	s := secretMeta()
+	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}
+	if err := r.Get(ctx, key, s); err == nil && hasFinalizer(s, h.cfg.Finalizer) {
+		return nil
+	}
 	if h.cfg.Live != nil {
 		r = h.cfg.Live
 	}
-	s := secretMeta()
-	if err := r.Get(ctx, types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}, s); err != nil {
+	s = secretMeta()
+	if err := r.Get(ctx, key, s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // nothing to hold yet; the Secret's creation wakes the Secret controller
 		}

@@ -142,7 +142,11 @@
 //
 // A reconciler runs whenever a step of it would change something: the model
 // assumes the watches that wake it (a missing watch, as a Secret that once
-// woke nothing, is outside it). One deployment, one resource per
+// woke nothing, is outside it). A reconciler's reads and the write they
+// decide are one step, as a write conditional on what was read would be:
+// where the real code reads one object (the dependents, live) and writes
+// another (a hold's finalizer), a dependent that appears between the two
+// is outside it. One deployment, one resource per
 // dependent, one record per dependent; a copy of the deployment proves the
 // same identity and holds nothing the sweeper deletes. Leader election and
 // fencing (two replicas, a paused leader) are not modelled: the settle

@@ -880,6 +880,41 @@ func (m *G2System) holdParent(s G2, p int, emit func(Step, G2)) {
 			emit(Step{Actor: a, Fault: true, Code: code(a, kFail, p)}, s)
 		}
 	})
+	m.holdParentCachedSecret(s, p, at, emit)
+}
+
+// holdParentCachedSecret is the parent's pass that reads the Secret
+// through the cache (hold.holdSecret): a view still showing the hold the
+// Secret reconciler has since taken off makes the pass skip the Secret's
+// write and go on to the parent's.
+func (m *G2System) holdParentCachedSecret(s G2, p int, at holdTime, emit func(Step, G2)) {
+	a := actHoldP + uint8(p)
+	for _, sv := range m.views(s.S[p]) {
+		if sv == s.S[p].V || !sv.fin() || s.S[p].V.fin() {
+			continue
+		}
+		m.depViews(s, p, func(vs []version, _ bool) {
+			ans := theHold.Parent(s.P[p].V, sv, at, vs)
+			if ans.Started || ans.SFin != sv.fin() || ans.PFin == s.P[p].V.fin() {
+				return
+			}
+			if !ans.PFin && m.cfg.Rules.LiveBeforeRelease {
+				ans.PFin = theHold.Parent(s.P[p].V, sv, at, m.current(s, p)).PFin
+			}
+			t := s
+			arg := p
+			switch {
+			case ans.PFin == s.P[p].V.fin():
+				return
+			case ans.PFin:
+				t.P[p].addFin()
+				arg |= 0x100
+			default:
+				t.P[p].rmFin()
+			}
+			emit(Step{Actor: a, Fault: true, Code: code(a, kHoldParent, arg)}, t)
+		})
+	}
 }
 
 // holdSecret is hold's Secret reconciler.
