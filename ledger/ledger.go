@@ -371,9 +371,12 @@ type Plan struct {
 	// Via is the connection object the owner reaches the service through;
 	// nil when its kind has none.
 	Via *ConnectionRef
-	// NamespaceUID is the UID of the owner's namespace, read live by the
-	// caller; "" leaves the record's as it is (and makes an adoption need
-	// an admin's approval).
+	// NamespaceUID is the UID of the owner's namespace: for Adopt, read
+	// live by the caller, since it decides the claim; for a record's own
+	// writes a cache's answer will do (a lagging one names a namespace of
+	// the name that is gone, so a later claim needs an approval). ""
+	// leaves the record's as it is (and makes an adoption need an admin's
+	// approval).
 	NamespaceUID types.UID
 	// Declared are IDs known before the create (see Ledger.Create).
 	Declared []string

@@ -102,7 +102,7 @@ func (r *Reconciler[O, K, C]) adopt(ctx context.Context, x remote[O, K, C], obj 
 	if err := r.confirmLive(ctx, obj, conn); err != nil {
 		return nil, err
 	}
-	p, err := r.recordPlan(ctx, obj, conn)
+	p, err := r.recordPlan(ctx, obj, conn, true)
 	if err != nil {
 		return nil, err
 	}
@@ -170,21 +170,31 @@ func refusal(err error, from types.UID, claimed *ledger.Record, p ledger.Plan) *
 
 // recordPlan is plan with the UID of obj's namespace, which the record
 // keeps so that an adoption can tell a namespace that was deleted and
-// created again from the one it was written in.
-func (r *Reconciler[O, K, C]) recordPlan(ctx context.Context, obj O, conn Connection[K]) (ledger.Plan, error) {
+// created again from the one it was written in. live is for an adoption,
+// where the UID is the claimant's and decides the claim; see namespaceUID.
+func (r *Reconciler[O, K, C]) recordPlan(ctx context.Context, obj O, conn Connection[K], live bool) (ledger.Plan, error) {
 	p := r.plan(obj, conn)
-	uid, err := r.namespaceUID(ctx, obj)
+	uid, err := r.namespaceUID(ctx, obj, live)
 	p.NamespaceUID = uid
 	return p, err
 }
 
-// namespaceUID reads the UID of obj's namespace live, once per object: an
-// object lives in one namespace instance for its whole life, so the
-// answer cannot change while it exists. A reader not allowed to get
-// namespaces gives "" (logged once): records then lack it, and every
-// adoption needs an admin's approval, which fails closed without blocking
-// any create.
-func (r *Reconciler[O, K, C]) namespaceUID(ctx context.Context, obj O) (types.UID, error) {
+// namespaceUID is the UID of obj's namespace. An adoption (live) reads it
+// from the API server, once per object: an object lives in one namespace
+// instance for its whole life, so the answer cannot change while it
+// exists, and a cache lagging behind a namespace deleted and created again
+// would give a claimant the UID of the namespace the claimed record was
+// written in, passing a claim that needs an admin. A record's own UID
+// comes from namespaceCache when there is one: a cache can only lag, so
+// its answer is the namespace's UID now or, at worst, that of an earlier
+// namespace of the name, which is gone; a record naming a gone namespace
+// makes a later claim on it wait for an admin (fail closed, and the next
+// verification writes the UID again), never pass. Not found there (a
+// namespace the informer has not seen yet), it is read live. A reader not
+// allowed to get namespaces gives "" (logged once): records then lack it,
+// and every adoption across UIDs needs an admin's approval, which fails
+// closed without blocking any create.
+func (r *Reconciler[O, K, C]) namespaceUID(ctx context.Context, obj O, live bool) (types.UID, error) {
 	if obj.GetNamespace() == "" {
 		return "", nil
 	}
@@ -193,7 +203,13 @@ func (r *Reconciler[O, K, C]) namespaceUID(ctx context.Context, obj O) (types.UI
 	}
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(namespaceGVK)
-	err := r.o.APIReader.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, ns)
+	key := client.ObjectKey{Name: obj.GetNamespace()}
+	if !live && r.namespaceCache != nil {
+		if err := r.namespaceCache.Get(ctx, key, ns); err == nil && ns.GetUID() != "" {
+			return ns.GetUID(), nil
+		}
+	}
+	err := r.o.APIReader.Get(ctx, key, ns)
 	switch {
 	case apierrors.IsForbidden(err):
 		r.noNamespaces.Do(func() {
@@ -215,7 +231,7 @@ func (r *Reconciler[O, K, C]) keep(ctx context.Context, obj O) error {
 	if r.o.Ledger == nil {
 		return nil
 	}
-	p, err := r.recordPlan(ctx, obj, Connection[K]{})
+	p, err := r.recordPlan(ctx, obj, Connection[K]{}, false)
 	if err != nil {
 		return err
 	}
@@ -227,7 +243,7 @@ func (r *Reconciler[O, K, C]) keep(ctx context.Context, obj O) error {
 // own connection (ledger.Migrate: the object vouches for the owner, the
 // deployment for what carries its tag) and then cleans up through it.
 func (r *Reconciler[O, K, C]) cleanupLegacy(ctx context.Context, x remote[O, K, C], obj O, conn Connection[K]) (ledger.CleanupResult, error) {
-	p, err := r.recordPlan(ctx, obj, conn)
+	p, err := r.recordPlan(ctx, obj, conn, false)
 	if err != nil {
 		return ledger.CleanupResult{}, err
 	}

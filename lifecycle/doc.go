@@ -126,7 +126,8 @@
 // sweeper has noted it on the record: an
 // unapproved claim keeps the predecessor's resources for the sweeper's
 // grace only (sweep.Options.ClaimGrace), then they are swept. The
-// namespace's UID is read live once per object
+// claimant's namespace UID is read live once per object; a record's own
+// comes from the namespace informer with Kind.WatchNamespaces, else live
 // (Options.APIReader needs get on namespaces; without it records do not
 // name their namespace and every adoption needs an approval). The claimed
 // record decides when an adoption is finished: while it exists the

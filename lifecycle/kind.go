@@ -114,7 +114,9 @@ type Kind[O, P client.Object, K comparable, C any] struct {
 	// sent into one; false learns it from the first refusal. Either way
 	// HoldReleased, ReleasedWithoutDelete and CleanupBlocked Events of a
 	// terminating namespace go to the records namespace, naming their
-	// object, and the others are dropped.
+	// object, and the others are dropped. The same informer gives the
+	// namespace UID each cleanup record is written with, saving a live
+	// read per object (an adoption still reads the claimant's live).
 	WatchNamespaces bool
 	// HoldOptions tune the hold: Timeout, Recheck, Finalizer,
 	// AccessPolicy, Owned, ParentKind, and Access (nil: a proof through

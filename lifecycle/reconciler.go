@@ -147,10 +147,13 @@ type Reconciler[O client.Object, K comparable, C any] struct {
 	// failures counts, per object UID, the failed passes of a held
 	// deletion in a row, for its backoff.
 	failures sync.Map
-	// namespaces holds, per object UID, its namespace's UID (see
-	// namespaceUID); noNamespaces logs once that it cannot be read.
+	// namespaces holds, per object UID, its namespace's UID as read live
+	// (see namespaceUID); noNamespaces logs once that it cannot be read.
 	namespaces   sync.Map
 	noNamespaces sync.Once
+	// namespaceCache, when set, serves the namespace UIDs a record is
+	// written with (Setup's WatchNamespaces informer); nil reads them live.
+	namespaceCache client.Reader
 }
 
 type schema struct{ group, version, kind string }
@@ -456,7 +459,7 @@ func (r *Reconciler[O, K, C]) verify(ctx context.Context, x remote[O, K, C], obj
 			return nil
 		}
 	}
-	p, err := r.recordPlan(ctx, obj, conn)
+	p, err := r.recordPlan(ctx, obj, conn, false)
 	if err != nil {
 		return err
 	}
@@ -489,7 +492,7 @@ func (r *Reconciler[O, K, C]) create(ctx context.Context, x remote[O, K, C], obj
 		_, err := createFn(ctx, tag)
 		return id, err
 	}
-	p, err := r.recordPlan(ctx, obj, conn)
+	p, err := r.recordPlan(ctx, obj, conn, false)
 	if err != nil {
 		return "", err
 	}

@@ -174,6 +174,7 @@ func (k Kind[O, P, K, C]) member(mgr ctrl.Manager, s *runtime.Scheme) (*member[P
 		if err != nil {
 			return built{}, fmt.Errorf("%s: %w", where, err)
 		}
+		r.namespaceCache = w.namespaces
 		return built{r: r, setup: func() error { return r.SetupWithManager(w.mgr, k.Controller) }, targets: r.sweepTargets}, nil
 	}
 	return m, nil
@@ -207,6 +208,7 @@ type wiring[P client.Object, K comparable, C any] struct {
 	classifier *errclass.Classifier
 	clock      clock.Clock
 	recorder   Recorder
+	namespaces client.Reader // the cache's Namespaces with WatchNamespaces, else nil
 	parts      Parts[K, C]
 }
 
@@ -396,6 +398,7 @@ func (w *wiring[P, K, C]) build(ctx context.Context) (*Parts[K, C], error) {
 			return nil, fmt.Errorf("lifecycle: %w", err)
 		}
 		eo.Namespaces = w.mgr.GetCache()
+		w.namespaces = w.mgr.GetCache()
 	}
 	rec, err := eventrec.For(w.mgr, source, eo)
 	if err != nil {
