@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -606,8 +607,17 @@ func (w *wiring[P, K, C]) sweeper(kinds []built, records string) error {
 		}
 		targets[m.kind] = t
 	}
+	owners := ownerCache{Reader: w.mgr.GetCache(), typed: map[k8sschema.GroupKind]func() client.Object{}}
+	for _, m := range w.members {
+		gvk, err := apiutil.GVKForObject(m.object, w.scheme)
+		if err != nil {
+			return fmt.Errorf("Kind[%s]: %w", m.kind, err)
+		}
+		obj := m.object
+		owners.typed[gvk.GroupKind()] = func() client.Object { return obj.DeepCopyObject().(client.Object) }
+	}
 	o := s.sweepOptions
-	o.Ledger, o.Owners, o.Live, o.Targets = w.parts.Ledger, w.mgr.GetCache(), w.mgr.GetAPIReader(), targets
+	o.Ledger, o.Owners, o.Live, o.Targets = w.parts.Ledger, owners, w.mgr.GetAPIReader(), targets
 	o.Recorder, o.Clock, o.Classifier = w.recorder, w.clock, w.classifier
 	sw, err := sweep.New(o)
 	if err != nil {
