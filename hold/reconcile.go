@@ -90,8 +90,8 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 // its last dependent is done), which may wait a moment: N dependents
 // deleted at once then make a pass or two instead of N, each a count of
 // the dependents left (alive) or a proof of access through the service's
-// connection, shared with the dependents' own deletes (deleting). Letting go later only keeps longer; the
-// parent's own changes wake it at once.
+// connection, shared with the dependents' own deletes (deleting). Letting
+// go later only keeps longer; the parent's own changes wake it at once.
 const dropDelay = time.Second
 
 // wake enqueues a dependent's parent when the dependent's change can change
@@ -313,20 +313,21 @@ func (h *Hold) holdSecret(ctx context.Context, r client.Reader, w client.Writer,
 	}
 	s := secretMeta()
 	key := types.NamespacedName{Namespace: parent.GetNamespace(), Name: name}
-	if err := r.Get(ctx, key, s); err == nil && hasFinalizer(s, h.cfg.Finalizer) {
+	err := r.Get(ctx, key, s)
+	if err == nil && hasFinalizer(s, h.cfg.Finalizer) {
 		return nil
 	}
 	if h.cfg.Live != nil {
-		r = h.cfg.Live
+		s = secretMeta()
+		err = h.cfg.Live.Get(ctx, key, s)
 	}
-	s = secretMeta()
-	if err := r.Get(ctx, key, s); err != nil {
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // nothing to hold yet; the Secret's creation wakes the Secret controller
 		}
 		return fmt.Errorf("hold: get Secret %s/%s: %w", parent.GetNamespace(), name, err)
 	}
-	_, err := setFinalizer(ctx, w, s, h.cfg.Finalizer, true)
+	_, err = setFinalizer(ctx, w, s, h.cfg.Finalizer, true)
 	return err
 }
 

@@ -13,8 +13,9 @@ import (
 // already run. The manager's cache, asked for PartialObjectMetadata,
 // starts a metadata-only informer of its own on each kind: a second watch
 // on which the API server sends the operator every change of every object
-// again (in a 10,000-Role run, about 5 watch events a Role, a quarter of
-// all sent), and a second copy of their metadata in memory. Both informers
+// again once the sweeper has looked an owner up (in make bench's
+// 10,000-Role run, 22,328 of 217,290 watch events), and a second copy of
+// their metadata in memory. Both informers
 // lag the same way, so the sweeper's answers are no staler; an owner the
 // cache calls gone is still confirmed live before anything irreversible.
 // Forms and kinds it does not know it reads as asked.
