@@ -83,6 +83,7 @@ var redirected = []string{hold.ReasonReleased, hold.ReasonReleasedWithoutDelete,
 // member is one kind of a Setup call, its type parameter O hidden.
 type member[P client.Object, K comparable, C any] struct {
 	kind      string
+	group     string // the kind's API group
 	finalizer string
 	skip      Guarantee
 	object    client.Object
@@ -116,7 +117,7 @@ func (k Kind[O, P, K, C]) member(mgr ctrl.Manager, s *runtime.Scheme) (*member[P
 	if err != nil {
 		return nil, fmt.Errorf("%w: Kind %T: %w (add it to the manager's scheme)", ErrConfig, newObj(), err)
 	}
-	m := &member[P, K, C]{kind: gvk.Kind, finalizer: k.Options.Finalizer, skip: k.Options.Skip, object: newObj(), classifier: k.Options.Classifier, shared: k.shared()}
+	m := &member[P, K, C]{kind: gvk.Kind, group: gvk.Group, finalizer: k.Options.Finalizer, skip: k.Options.Skip, object: newObj(), classifier: k.Options.Classifier, shared: k.shared()}
 	where := "Kind[" + m.kind + "]"
 	if k.Adapter == nil {
 		return nil, fmt.Errorf("%w: %s.Adapter is required", ErrConfig, where)
@@ -609,12 +610,8 @@ func (w *wiring[P, K, C]) sweeper(kinds []built, records string) error {
 	}
 	owners := ownerCache{Reader: w.mgr.GetCache(), typed: map[k8sschema.GroupKind]func() client.Object{}}
 	for _, m := range w.members {
-		gvk, err := apiutil.GVKForObject(m.object, w.scheme)
-		if err != nil {
-			return fmt.Errorf("Kind[%s]: %w", m.kind, err)
-		}
 		obj := m.object
-		owners.typed[gvk.GroupKind()] = func() client.Object { return obj.DeepCopyObject().(client.Object) }
+		owners.typed[k8sschema.GroupKind{Group: m.group, Kind: m.kind}] = func() client.Object { return obj.DeepCopyObject().(client.Object) }
 	}
 	o := s.sweepOptions
 	o.Ledger, o.Owners, o.Live, o.Targets = w.parts.Ledger, owners, w.mgr.GetAPIReader(), targets
