@@ -815,9 +815,13 @@ func (m *G2System) current(s G2, p int) []version {
 }
 
 // holdParent is hold's parent reconciler: the real verdict (tables.go) on
-// the parent and its Secret as they are (the writes are conditional on
-// them) and the dependents as the cache shows them; the Secret is written
-// before the parent.
+// the parent as it is (its writes are conditional on it), the Secret as
+// the cache shows it and the dependents as the cache shows them; the
+// Secret is written before the parent. The Secret is read through the
+// cache and live only to be written (hold.holdSecret), so the one stale
+// view that matters is one still showing a hold the Secret reconciler has
+// since taken off: the pass skips the Secret's write and goes on to the
+// parent's.
 func (m *G2System) holdParent(s G2, p int, emit func(Step, G2)) {
 	a := actHoldP + uint8(p)
 	if s.Hold[p] == 1 {
@@ -838,81 +842,52 @@ func (m *G2System) holdParent(s G2, p int, emit func(Step, G2)) {
 		return
 	}
 	at := m.holdAt(s, p)
-	m.depViews(s, p, func(vs []version, stale bool) {
-		ans := theHold.Parent(s.P[p].V, s.S[p].V, at, vs)
-		if stale && !ans.PFin && s.P[p].V.fin() && m.cfg.Rules.LiveBeforeRelease {
-			// The hold comes off only if a live count agrees.
-			ans.PFin = theHold.Parent(s.P[p].V, s.S[p].V, at, m.current(s, p)).PFin
-		}
-		t := s
-		switch {
-		case at == htUnstarted && ans.Started:
-			// The hold's first look at the deletion: it marks when it
-			// started (its only write in that pass).
-			if ans.SFin != s.S[p].V.fin() || ans.PFin != s.P[p].V.fin() {
-				panic(fmt.Sprintf("model: hold's pass that started the hold on P%d also wrote finalizers: %+v", p, ans))
-			}
-			t.Started |= 1 << p
-			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldStart, p)}, t)
-		case ans.SFin != s.S[p].V.fin():
-			if ans.SFin {
-				t.S[p].addFin()
-			} else {
-				t.S[p].rmFin()
-			}
-			if ans.PFin != s.P[p].V.fin() {
-				t.Hold[p] = 1
-			}
-			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldSecret, p)}, t)
-		case ans.PFin != s.P[p].V.fin():
-			arg := p
-			if ans.PFin {
-				t.P[p].addFin()
-				arg |= 0x100
-			} else {
-				t.P[p].rmFin()
-			}
-			emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldParent, arg)}, t)
-		default:
-			return
-		}
-		if m.cfg.Faults.Fail {
-			emit(Step{Actor: a, Fault: true, Code: code(a, kFail, p)}, s)
-		}
-	})
-	m.holdParentCachedSecret(s, p, at, emit)
-}
-
-// holdParentCachedSecret is the parent's pass that reads the Secret
-// through the cache (hold.holdSecret): a view still showing the hold the
-// Secret reconciler has since taken off makes the pass skip the Secret's
-// write and go on to the parent's.
-func (m *G2System) holdParentCachedSecret(s G2, p int, at holdTime, emit func(Step, G2)) {
-	a := actHoldP + uint8(p)
 	for _, sv := range m.views(s.S[p]) {
-		if sv == s.S[p].V || !sv.fin() || s.S[p].V.fin() {
+		if sv != s.S[p].V && (!sv.fin() || s.S[p].V.fin()) {
 			continue
 		}
-		m.depViews(s, p, func(vs []version, _ bool) {
+		m.depViews(s, p, func(vs []version, stale bool) {
+			stale = stale || sv != s.S[p].V
 			ans := theHold.Parent(s.P[p].V, sv, at, vs)
-			if ans.Started || ans.SFin != sv.fin() || ans.PFin == s.P[p].V.fin() {
-				return
-			}
-			if !ans.PFin && m.cfg.Rules.LiveBeforeRelease {
+			if stale && !ans.PFin && s.P[p].V.fin() && m.cfg.Rules.LiveBeforeRelease {
+				// The hold comes off only if a live count agrees.
 				ans.PFin = theHold.Parent(s.P[p].V, sv, at, m.current(s, p)).PFin
 			}
 			t := s
-			arg := p
 			switch {
-			case ans.PFin == s.P[p].V.fin():
-				return
-			case ans.PFin:
-				t.P[p].addFin()
-				arg |= 0x100
+			case at == htUnstarted && ans.Started:
+				// The hold's first look at the deletion: it marks when it
+				// started (its only write in that pass).
+				if ans.SFin != sv.fin() || ans.PFin != s.P[p].V.fin() {
+					panic(fmt.Sprintf("model: hold's pass that started the hold on P%d also wrote finalizers: %+v", p, ans))
+				}
+				t.Started |= 1 << p
+				emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldStart, p)}, t)
+			case ans.SFin != sv.fin():
+				if ans.SFin {
+					t.S[p].addFin()
+				} else {
+					t.S[p].rmFin()
+				}
+				if ans.PFin != s.P[p].V.fin() {
+					t.Hold[p] = 1
+				}
+				emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldSecret, p)}, t)
+			case ans.PFin != s.P[p].V.fin():
+				arg := p
+				if ans.PFin {
+					t.P[p].addFin()
+					arg |= 0x100
+				} else {
+					t.P[p].rmFin()
+				}
+				emit(Step{Actor: a, Fault: stale, Code: code(a, kHoldParent, arg)}, t)
 			default:
-				t.P[p].rmFin()
+				return
 			}
-			emit(Step{Actor: a, Fault: true, Code: code(a, kHoldParent, arg)}, t)
+			if m.cfg.Faults.Fail {
+				emit(Step{Actor: a, Fault: true, Code: code(a, kFail, p)}, s)
+			}
 		})
 	}
 }
