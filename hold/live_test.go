@@ -21,16 +21,16 @@ type blindCache struct{ client.Client }
 
 func (blindCache) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
 
-// A deleting parent is released only once the API server, not just the
-// cache, says no dependent still carries its cleanup finalizer (a stranded
-// dependent otherwise: the model checker's finding-hold-from-cache).
-func TestStaleCacheNeverReleasesAHeldParent(t *testing.T) {
-	c := testenv.Client(t, testenv.Scheme())
-	ns := testenv.Namespace(t, c)
-	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Finalizers: []string{hold.Finalizer}}}
-	dep := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d",
-		Annotations: map[string]string{"parent": "p"}, Finalizers: []string{"example.finale.dev/cleanup"}}}
-	for _, o := range []client.Object{parent, dep} {
+// accounts are these tests' dependents: ServiceAccounts naming their
+// parent in an annotation.
+var accounts = []hold.Dependent{{Object: &corev1.ServiceAccount{}, CleanupFinalizer: "example.finale.dev/cleanup",
+	ParentName: func(o client.Object) string { return o.GetAnnotations()["parent"] }}}
+
+// create creates objs, and on cleanup takes their finalizers off so that
+// the test's namespace can go.
+func create(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
 		if err := c.Create(t.Context(), o); err != nil {
 			t.Fatal(err)
 		}
@@ -40,6 +40,18 @@ func TestStaleCacheNeverReleasesAHeldParent(t *testing.T) {
 			_ = c.Update(context.Background(), o)
 		})
 	}
+}
+
+// A deleting parent is released only once the API server, not just the
+// cache, says no dependent still carries its cleanup finalizer (a stranded
+// dependent otherwise: the model checker's finding-hold-from-cache).
+func TestStaleCacheNeverReleasesAHeldParent(t *testing.T) {
+	c := testenv.Client(t, testenv.Scheme())
+	ns := testenv.Namespace(t, c)
+	parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Finalizers: []string{hold.Finalizer}}}
+	dep := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d",
+		Annotations: map[string]string{"parent": "p"}, Finalizers: []string{"example.finale.dev/cleanup"}}}
+	create(t, c, parent, dep)
 	if err := c.Delete(t.Context(), parent); err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +68,8 @@ func TestStaleCacheNeverReleasesAHeldParent(t *testing.T) {
 			h, err := hold.New(hold.Config{
 				Parent: &corev1.ConfigMap{}, Scheme: testenv.Scheme(), Clock: clocktesting.NewFakeClock(parent.CreationTimestamp.Time),
 				SecretName: func(client.Object) string { return "" },
-				Dependents: []hold.Dependent{{Object: &corev1.ServiceAccount{}, CleanupFinalizer: "example.finale.dev/cleanup",
-					ParentName: func(o client.Object) string { return o.GetAnnotations()["parent"] }}},
-				Live: tc.live,
+				Dependents: accounts,
+				Live:       tc.live,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -144,23 +155,13 @@ func TestParentPassReadsTheSecretFromTheCache(t *testing.T) {
 			}
 			parent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Finalizers: []string{hold.Finalizer}}}
 			dep := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d", Annotations: map[string]string{"parent": "p"}}}
-			for _, o := range []client.Object{secret, parent, dep} {
-				if err := c.Create(t.Context(), o); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					_ = c.Get(context.Background(), client.ObjectKeyFromObject(o), o)
-					o.SetFinalizers(nil)
-					_ = c.Update(context.Background(), o)
-				})
-			}
+			create(t, c, secret, parent, dep)
 			cache := &secretCache{Client: c, showHeld: tc.cacheShowHeld}
 			h, err := hold.New(hold.Config{
 				Parent: &corev1.ConfigMap{}, Scheme: testenv.Scheme(), Clock: clocktesting.NewFakeClock(parent.CreationTimestamp.Time),
 				SecretName: func(client.Object) string { return "s" },
-				Dependents: []hold.Dependent{{Object: &corev1.ServiceAccount{}, CleanupFinalizer: "example.finale.dev/cleanup",
-					ParentName: func(o client.Object) string { return o.GetAnnotations()["parent"] }}},
-				Live: countingLive{Reader: c, secrets: &cache.liveSecret},
+				Dependents: accounts,
+				Live:       countingLive{Reader: c, secrets: &cache.liveSecret},
 			})
 			if err != nil {
 				t.Fatal(err)
