@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/scenarios/bench"
 )
@@ -86,14 +87,17 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // benchLifecycle runs both builds over roles Roles, then a namespace of
-// roles Roles deleted, on a stack of its own.
+// roles Roles deleted, on a PostgreSQL of its own, each run on a control
+// plane of its own.
 func benchLifecycle(ctx context.Context, out io.Writer, roles int) (bench.Lifecycle, bench.NamespaceDeletion, error) {
-	st, err := startStack(ctx, out)
+	st, err := startPostgres(ctx, out)
 	if err != nil {
 		return bench.Lifecycle{}, bench.NamespaceDeletion{}, err
 	}
 	defer st.stop()
-	s := bench.Stack{Config: st.cp.Config, ControlPlane: st.cp, Postgres: st.pg, Log: out}
+	s := bench.Stack{Postgres: st.pg, Log: out, NewControlPlane: func(ctx context.Context) (*controlplane.ControlPlane, error) {
+		return controlplane.Start(ctx, controlplane.Options{Log: out})
+	}}
 	l, err := bench.RunLifecycle(ctx, s, roles)
 	if err != nil {
 		return l, bench.NamespaceDeletion{}, err
