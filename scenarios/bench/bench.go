@@ -322,25 +322,21 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 			res.Gone += gone / 2
 		}
 	}
-	s, stop, err := s.forRun(ctx)
+	// The baseline needs PostgreSQL alone: no control plane, no Server.
+	db, err := pgx.Connect(ctx, s.Postgres.DSN())
 	if err != nil {
 		return res, err
 	}
-	defer stop()
-	env, err := s.setup(ctx)
-	if err != nil {
-		return res, err
-	}
-	defer env.close()
+	defer func() { _ = db.Close(context.Background()) }() // best effort: the figure is taken
 	direct := pgtarget.RandomName("bench_direct_") + "_"
 	for i := range n {
-		if _, err := env.db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s%d", direct, i)); err != nil {
+		if _, err := db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s%d", direct, i)); err != nil {
 			return res, err
 		}
 	}
 	start := time.Now()
 	for i := range n {
-		if _, err := env.db.Exec(ctx, fmt.Sprintf("DROP ROLE %s%d", direct, i)); err != nil {
+		if _, err := db.Exec(ctx, fmt.Sprintf("DROP ROLE %s%d", direct, i)); err != nil {
 			return res, err
 		}
 	}

@@ -104,7 +104,6 @@ func startStack(ctx context.Context, out io.Writer) (*stack, error) {
 func startPostgres(ctx context.Context, out io.Writer) (*stack, error) {
 	st := &stack{out: out}
 	if err := st.startPostgres(ctx); err != nil {
-		st.stop()
 		return nil, err
 	}
 	return st, nil
