@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -41,25 +44,33 @@ type Stack struct {
 	ControlPlane *controlplane.ControlPlane
 	// Log, when set, hears of progress (a 1,000-Role run takes minutes).
 	Log io.Writer
-	// NewControlPlane, when set, gives each measured run of RunLifecycle
-	// and RunNamespaceDeletion a control plane of its own, started for it
-	// and stopped after it; Config and ControlPlane are then not used by
-	// those runs. On one control plane a run costs more the later it
-	// comes: the API server keeps the earlier runs' watch events in memory
-	// for minutes (its heap in use went from 132 MiB before the first of four
-	// runs to 457 MiB before the fourth), and in the fourth run,
-	// guarantees on like the first, the API server used 1.66 times the
-	// first's CPU.
+	// NewControlPlane and NewPostgres, when set, give each measured run
+	// of RunLifecycle and RunNamespaceDeletion a control plane and a
+	// PostgreSQL of its own, started for it and stopped after it; Config,
+	// ControlPlane and Postgres are then not used by those runs. A run on
+	// servers that earlier runs used costs more the later it comes: the
+	// API server keeps earlier runs' watch events in memory for minutes
+	// (its heap in use went from 132 MiB before the first of four runs to
+	// 457 MiB before the fourth, and the fourth, guarantees on like the
+	// first, used 1.66 times the first's API server CPU), and one shared
+	// PostgreSQL used 15.5 s of CPU in a fourth run against 2.0 to 2.7 s
+	// in the three before it.
 	NewControlPlane func(ctx context.Context) (*controlplane.ControlPlane, error)
+	NewPostgres     func(ctx context.Context) (*pgserver.Server, error)
 }
 
 // forRun is the stack one measured run uses, and what stops it.
 func (s Stack) forRun(ctx context.Context) (Stack, func(), error) {
+	s, stopPostgres, err := s.postgresForRun(ctx)
+	if err != nil {
+		return s, nil, err
+	}
 	if s.NewControlPlane == nil {
-		return s, func() {}, nil
+		return s, stopPostgres, nil
 	}
 	cp, err := s.NewControlPlane(ctx)
 	if err != nil {
+		stopPostgres()
 		return s, nil, fmt.Errorf("bench: a control plane for the run: %w", err)
 	}
 	s.logf("  on a control plane of its own")
@@ -67,6 +78,26 @@ func (s Stack) forRun(ctx context.Context) (Stack, func(), error) {
 	return s, func() {
 		if err := cp.Stop(); err != nil {
 			s.logf("  stopping the run's control plane: %v", err)
+		}
+		stopPostgres()
+	}, nil
+}
+
+// postgresForRun is the PostgreSQL one measured run uses, and what stops
+// it.
+func (s Stack) postgresForRun(ctx context.Context) (Stack, func(), error) {
+	if s.NewPostgres == nil {
+		return s, func() {}, nil
+	}
+	pg, err := s.NewPostgres(ctx)
+	if err != nil {
+		return s, nil, fmt.Errorf("bench: a PostgreSQL for the run: %w", err)
+	}
+	s.logf("  on a PostgreSQL of its own")
+	s.Postgres = pg
+	return s, func() {
+		if err := pg.Stop(); err != nil {
+			s.logf("  stopping the run's PostgreSQL: %v", err)
 		}
 	}, nil
 }
@@ -290,6 +321,15 @@ type NamespaceDeletion struct {
 	// PostgreSQL; the run drops them after measuring).
 	NaiveGone   time.Duration
 	NaiveLeaked int
+	// Content and NaiveContent are, for each build, the time from the
+	// namespace's delete until its Roles and its Server are gone (the
+	// mean of two deletions): what the operator does. The rest of Gone is
+	// the namespace controller's: it looks at a namespace's content again
+	// only seconds after a look that found objects with finalizers left.
+	Content, NaiveContent time.Duration
+	// CPU and NaiveCPU are the CPU time the stack's processes used from
+	// the namespace's delete to its being gone, as Lifecycle's.
+	CPU, NaiveCPU time.Duration
 	// Direct is dropping as many roles over one connection, nothing else.
 	Direct time.Duration
 }
@@ -312,18 +352,27 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	}
 	res := NamespaceDeletion{Roles: n}
 	for _, naive := range []bool{false, true, true, false} {
-		gone, leaked, err := namespaceRun(ctx, s, n, naive)
+		r, err := namespaceRun(ctx, s, n, naive)
 		if err != nil {
 			return res, fmt.Errorf("bench: namespace deletion, %s: %w", build(naive), err)
 		}
 		if naive {
-			res.NaiveGone += gone / 2
-			res.NaiveLeaked = max(res.NaiveLeaked, leaked)
+			res.NaiveGone += r.gone / 2
+			res.NaiveContent += r.content / 2
+			res.NaiveCPU += r.cpu / 2
+			res.NaiveLeaked = max(res.NaiveLeaked, r.leaked)
 		} else {
-			res.Gone += gone / 2
+			res.Gone += r.gone / 2
+			res.Content += r.content / 2
+			res.CPU += r.cpu / 2
 		}
 	}
 	// The baseline needs PostgreSQL alone: no control plane, no Server.
+	s, stop, err := s.postgresForRun(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
 	db, err := pgx.Connect(ctx, s.Postgres.DSN())
 	if err != nil {
 		return res, err
@@ -345,50 +394,106 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	return res, nil
 }
 
-// namespaceRun is one build's namespace deletion: the time to gone, and
+// namespaceRun is one build's namespace deletion: its times and CPU, and
 // how many roles it left in PostgreSQL (an error with the guarantees on;
 // counted, then dropped, for the naive build).
-func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (time.Duration, int, error) {
+func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error) {
 	s, stop, err := s.forRun(ctx)
 	if err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	defer stop()
 	env, err := s.setup(ctx)
 	if err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	defer env.close()
 	op, err := env.startOperator(ctx, naive, nil, nil)
 	if err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	defer func() { _ = op.Stop() }() // the run's figures are what it returns
 	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	s.logf("namespace deletion: %d Roles, %s", n, build(naive))
 	if err := env.createRoles(ctx, n); err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
-		return 0, 0, err
+		return nsRun{}, err
+	}
+	last, err := lastDeleted(ctx, op.Cache, env.ns, &v1alpha1.Role{}, &v1alpha1.Server{})
+	if err != nil {
+		return nsRun{}, err
+	}
+	cpu0, err := s.cpu()
+	if err != nil {
+		return nsRun{}, err
 	}
 	start := time.Now()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.ns}}
 	if err := env.c.Delete(ctx, ns); err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
 	if err := controlplane.WaitGone(ctx, env.c, ns, waitLimit); err != nil {
-		return 0, 0, err
+		return nsRun{}, err
 	}
-	gone := time.Since(start)
-	s.logf("  gone after %s", gone.Round(time.Millisecond))
+	r := nsRun{gone: time.Since(start), content: last().Sub(start)}
+	cpu1, err := s.cpu()
+	if err != nil {
+		return nsRun{}, err
+	}
+	r.cpu = stackCPU(cpu1, cpu0)
+	s.logf("  gone after %s, its Roles and Server after %s", r.gone.Round(time.Millisecond), r.content.Round(time.Millisecond))
+	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
 	if !naive {
-		return gone, 0, env.noRolesLeft(ctx)
+		return r, env.noRolesLeft(ctx)
 	}
-	leaked, err := env.dropRolesLeft(ctx)
-	return gone, leaked, err
+	r.leaked, err = env.dropRolesLeft(ctx)
+	return r, err
+}
+
+// nsRun is one build's namespace deletion.
+type nsRun struct {
+	// gone is the namespace's time to gone; content its Roles' and
+	// Server's (the last of them), both from the namespace's delete; cpu
+	// the stack's CPU until the namespace was gone.
+	gone, content, cpu time.Duration
+	// leaked counts the roles it left in PostgreSQL.
+	leaked int
+}
+
+// lastDeleted tells when the cache last saw an object of one of kinds in
+// namespace ns deleted: an event handler notes it, so knowing costs the
+// API server nothing and polls nothing.
+func lastDeleted(ctx context.Context, c cache.Cache, ns string, kinds ...client.Object) (func() time.Time, error) {
+	var mu sync.Mutex
+	var last time.Time
+	deleted := func(obj any) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if o, ok := obj.(client.Object); ok && o.GetNamespace() == ns {
+			mu.Lock()
+			last = time.Now()
+			mu.Unlock()
+		}
+	}
+	for _, k := range kinds {
+		inf, err := c.GetInformer(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: deleted}); err != nil {
+			return nil, err
+		}
+	}
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}, nil
 }
 
 // dropRolesLeft drops the roles a naive run left behind, and says how many.

@@ -63,8 +63,13 @@ func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nd.Gone <= 0 || nd.NaiveGone <= 0 || nd.Direct <= 0 {
+	if nd.Gone <= 0 || nd.NaiveGone <= 0 || nd.Direct <= 0 || nd.CPU <= 0 || nd.NaiveCPU <= 0 {
 		t.Fatalf("unmeasured: %+v", nd)
+	}
+	// The namespace goes after what was in it, each build's Server and
+	// Roles included.
+	if nd.Content <= 0 || nd.Content > nd.Gone || nd.NaiveContent <= 0 || nd.NaiveContent > nd.NaiveGone {
+		t.Fatalf("content gone after %s (naive %s), namespace after %s (naive %s): want 0 < content ≤ namespace", nd.Content, nd.NaiveContent, nd.Gone, nd.NaiveGone)
 	}
 }
 

@@ -52,6 +52,10 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 			l.ReadsOn, l.ReadsOff, l.ReadsOn-l.ReadsOff),
 		row("namespace with %d Roles deleted, to gone\t%s\t%s (naive build, %d roles leaked)\t%.2f×\t≤ %.1f×\t%s",
 			nd.Roles, secs(nd.Gone), secs(nd.NaiveGone), nd.NaiveLeaked, nd.Ratio(), TargetNamespaceRatio, yes(nd.Ratio() <= TargetNamespaceRatio)),
+		row("namespace with %d Roles deleted, its Roles and Server gone\t%s\t%s (naive build)\t%.2f×\t-\t-",
+			nd.Roles, secs(nd.Content), secs(nd.NaiveContent), ratio(nd.Content.Seconds(), nd.NaiveContent.Seconds())),
+		row("namespace with %d Roles deleted, CPU of the stack's processes\t%s\t%s (naive build)\t%.2f×\t-\t-",
+			nd.Roles, secs(nd.CPU), secs(nd.NaiveCPU), ratio(nd.CPU.Seconds(), nd.NaiveCPU.Seconds())),
 		row("namespace with %d Roles deleted, to gone\t%s\t%s (DROP ROLE directly)\t%.0f×\t-\t-",
 			nd.Roles, secs(nd.Gone), secs(nd.Direct), nd.Gone.Seconds()/nd.Direct.Seconds()),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/exitcode"
+	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios/bench"
 )
 
@@ -87,17 +88,17 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // benchLifecycle runs both builds over roles Roles, then a namespace of
-// roles Roles deleted, on a PostgreSQL of its own, each run on a control
-// plane of its own.
+// roles Roles deleted, each run on a control plane and a PostgreSQL of its
+// own.
 func benchLifecycle(ctx context.Context, out io.Writer, roles int) (bench.Lifecycle, bench.NamespaceDeletion, error) {
-	st, err := startPostgres(ctx, out)
-	if err != nil {
-		return bench.Lifecycle{}, bench.NamespaceDeletion{}, err
+	s := bench.Stack{Log: out,
+		NewControlPlane: func(ctx context.Context) (*controlplane.ControlPlane, error) {
+			return controlplane.Start(ctx, controlplane.Options{Log: out})
+		},
+		NewPostgres: func(ctx context.Context) (*pgserver.Server, error) {
+			return pgserver.Start(ctx, pgserver.Options{Log: out})
+		},
 	}
-	defer st.stop()
-	s := bench.Stack{Postgres: st.pg, Log: out, NewControlPlane: func(ctx context.Context) (*controlplane.ControlPlane, error) {
-		return controlplane.Start(ctx, controlplane.Options{Log: out})
-	}}
 	l, err := bench.RunLifecycle(ctx, s, roles)
 	if err != nil {
 		return l, bench.NamespaceDeletion{}, err

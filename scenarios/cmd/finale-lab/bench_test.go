@@ -21,6 +21,8 @@ func TestBenchAll(t *testing.T) {
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
 		"namespace with 4 Roles deleted, to gone",
+		"namespace with 4 Roles deleted, its Roles and Server gone",
+		"namespace with 4 Roles deleted, CPU of the stack's processes",
 		"6 Roles in 2 namespaces created, to all Ready",
 		"6 Roles in 2 namespaces deleted, to all gone",
 		"operator peak RSS",
@@ -32,10 +34,13 @@ func TestBenchAll(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
-	// Four lifecycle runs and four namespace deletions; the direct drops
-	// need PostgreSQL alone.
+	// Four lifecycle runs and four namespace deletions, each on servers of
+	// its own; the direct drops need PostgreSQL alone.
 	if n, want := strings.Count(out.String(), "on a control plane of its own"), 8; n != want {
 		t.Errorf("%d runs on a control plane of their own, want %d:\n%s", n, want, out.String())
+	}
+	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 9; n != want {
+		t.Errorf("%d runs on a PostgreSQL of their own, want %d:\n%s", n, want, out.String())
 	}
 	if n := strings.Count(out.String(), "\nbenchmark "); n != 1 {
 		t.Errorf("%d tables, want one:\n%s", n, out.String())

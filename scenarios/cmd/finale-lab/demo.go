@@ -99,16 +99,6 @@ func startStack(ctx context.Context, out io.Writer) (*stack, error) {
 	return st, nil
 }
 
-// startPostgres starts a PostgreSQL alone, for a caller that starts its
-// control planes itself.
-func startPostgres(ctx context.Context, out io.Writer) (*stack, error) {
-	st := &stack{out: out}
-	if err := st.startPostgres(ctx); err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 func (st *stack) startPostgres(ctx context.Context) error {
 	fmt.Fprintln(st.out, "-- starting PostgreSQL (TLS: a CA of the run's own, a certificate for 127.0.0.1 and localhost)")
 	t0 := time.Now()
