@@ -12,7 +12,8 @@ import (
 func TestWriteTable(t *testing.T) {
 	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second,
 		StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6}
-	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, NaiveGone: 40 * time.Second, NaiveLeaked: 990, Direct: 200 * time.Millisecond}
+	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, NaiveGone: 40 * time.Second, NaiveLeaked: 990, Direct: 200 * time.Millisecond,
+		Content: 42 * time.Second, NaiveContent: 35 * time.Second, CPU: 30 * time.Second, NaiveCPU: 20 * time.Second}
 	var b bytes.Buffer
 	if err := WriteTable(&b, LifecycleRows(l, nd)); err != nil {
 		t.Fatal(err)
@@ -36,6 +37,8 @@ func TestWriteTable(t *testing.T) {
 		{"PostgreSQL round trips per Role lifecycle", "8.00", "8.50 (naive build)", "-0.50", "-", "-"},
 		{"API reads through the operator's client per Role lifecycle", "3.50", "3.60 (naive build)", "-0.10", "-", "-"},
 		{"namespace with 1000 Roles deleted, to gone", "48.00 s", "40.00 s (naive build, 990 roles leaked)", "1.20×", "≤ 1.5×", "yes"},
+		{"namespace with 1000 Roles deleted, its Roles and Server gone", "42.00 s", "35.00 s (naive build)", "1.20×", "-", "-"},
+		{"namespace with 1000 Roles deleted, CPU of the stack's processes", "30.00 s", "20.00 s (naive build)", "1.50×", "-", "-"},
 		{"namespace with 1000 Roles deleted, to gone", "48.00 s", "0.20 s (DROP ROLE directly)", "240×", "-", "-"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
