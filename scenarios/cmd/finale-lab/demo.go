@@ -92,32 +92,27 @@ func startStack(ctx context.Context, out io.Writer) (*stack, error) {
 		return nil, err
 	}
 	st.cp, st.cpReady = cp, time.Since(t0)
-	if err := st.startPostgres(ctx); err != nil {
-		st.stop()
-		return nil, err
-	}
-	return st, nil
-}
-
-func (st *stack) startPostgres(ctx context.Context) error {
-	fmt.Fprintln(st.out, "-- starting PostgreSQL (TLS: a CA of the run's own, a certificate for 127.0.0.1 and localhost)")
-	t0 := time.Now()
+	fmt.Fprintln(out, "-- starting PostgreSQL (TLS: a CA of the run's own, a certificate for 127.0.0.1 and localhost)")
+	t0 = time.Now()
 	// PostgreSQL serves TLS so that the demo's Server runs at its default,
 	// verify-full: the one setting the sweeper acts through.
 	ca, err := pgserver.NewCA()
 	if err != nil {
-		return err
+		st.stop()
+		return nil, err
 	}
 	cert, err := ca.Issue("127.0.0.1", "localhost")
 	if err != nil {
-		return err
+		st.stop()
+		return nil, err
 	}
 	st.ca = ca.CertPEM
-	if st.pg, err = pgserver.Start(ctx, pgserver.Options{Log: st.out, TLS: &cert}); err != nil {
-		return err
+	if st.pg, err = pgserver.Start(ctx, pgserver.Options{Log: out, TLS: &cert}); err != nil {
+		st.stop()
+		return nil, err
 	}
 	st.pgReady = time.Since(t0)
-	return nil
+	return st, nil
 }
 
 func (st *stack) stop() {
@@ -126,9 +121,6 @@ func (st *stack) stop() {
 		if err := st.pg.Stop(); err != nil {
 			fmt.Fprintln(st.out, err)
 		}
-	}
-	if st.cp == nil {
-		return
 	}
 	fmt.Fprintln(st.out, "-- stopping the control plane")
 	if err := st.cp.Stop(); err != nil {

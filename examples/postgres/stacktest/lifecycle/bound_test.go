@@ -20,9 +20,8 @@ import (
 // bounded pool.Do, so a slow API server timed the call out, evicted a
 // healthy client and could abandon the reconcile between two record writes.
 func TestCallTimeoutBoundsExternalCallsOnly(t *testing.T) {
-	// Long enough for a real query on a loaded machine (a 1 s bound timed
-	// out a catalog query once, under make test's four jobs on two cores),
-	// short against the record writes' latency.
+	// Long enough for a real catalog query under make test's load (four
+	// jobs on two cores), short against the record writes' latency.
 	const callTimeout = 2 * time.Second
 	// Every record write (create, update, delete of a ConfigMap) takes
 	// longer than the call timeout: a loaded API server.
