@@ -30,6 +30,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/internal/procstat"
+	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/pgserver"
 	"github.com/finale-dev/finale/scenarios/internal/operator"
 )
@@ -131,6 +132,13 @@ type Lifecycle struct {
 	// that reached the API server (live reads; cached ones are free).
 	StatementsOn, StatementsOff float64
 	ReadsOn, ReadsOff           float64
+	// RecordsOnly and HoldOnly are the wall times of the builds with one
+	// guarantee each, summed over two runs each like On: cleanup records
+	// without the hold, and the hold without records, both with the
+	// guarantees' pool. CPURecordsOnly and CPUHoldOnly are their CPU.
+	// Against Off, they tell what each guarantee costs.
+	RecordsOnly, HoldOnly       time.Duration
+	CPURecordsOnly, CPUHoldOnly time.Duration
 }
 
 // Ratio is On / Off.
@@ -164,27 +172,59 @@ type run struct {
 	reads      float64
 }
 
-// RunLifecycle creates then deletes n Roles with each build, on, off, off,
-// on, and returns the sums.
+// build is one build of the reference operator a run measures.
+type build struct {
+	name  string
+	naive bool
+	skip  lifecycle.Guarantee
+}
+
+var (
+	guaranteesOn = build{name: "guarantees on"}
+	naiveBuild   = build{name: "naive build", naive: true}
+	recordsOnly  = build{name: "cleanup records alone (no hold)", skip: lifecycle.SkipHold}
+	holdOnly     = build{name: "the hold alone (no records)", skip: lifecycle.SkipLedger}
+)
+
+func buildOf(naive bool) build {
+	if naive {
+		return naiveBuild
+	}
+	return guaranteesOn
+}
+
+// lifecycleOrder runs each build twice, mirrored, so that none profits
+// from its place in the sequence.
+var lifecycleOrder = []build{guaranteesOn, naiveBuild, recordsOnly, holdOnly, holdOnly, recordsOnly, naiveBuild, guaranteesOn}
+
+// RunLifecycle creates then deletes n Roles with each build in
+// lifecycleOrder and returns the sums.
 func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 	if n <= 0 {
 		return Lifecycle{}, fmt.Errorf("bench: %d Roles: give at least one", n)
 	}
 	res := Lifecycle{Roles: n}
-	for i, naive := range []bool{false, true, true, false} {
-		s.logf("lifecycle %d/4: %d Roles, %s", i+1, n, build(naive))
-		r, err := lifecycleRun(ctx, s, n, naive)
+	for i, b := range lifecycleOrder {
+		s.logf("lifecycle %d/%d: %d Roles, %s", i+1, len(lifecycleOrder), n, b.name)
+		r, err := lifecycleRun(ctx, s, n, b)
 		if err != nil {
-			return res, fmt.Errorf("bench: lifecycle, %s: %w", build(naive), err)
+			return res, fmt.Errorf("bench: lifecycle, %s: %w", b.name, err)
 		}
-		if naive {
+		switch b {
+		case recordsOnly:
+			res.RecordsOnly += r.wall
+			res.CPURecordsOnly += r.cpu
+		case holdOnly:
+			res.HoldOnly += r.wall
+			res.CPUHoldOnly += r.cpu
+		case naiveBuild:
 			res.Off += r.wall
 			res.CPUOff += r.cpu
 			res.WritesOff += r.writes / 2
 			res.EventsOff += r.events / 2
 			res.StatementsOff += r.statements / 2
 			res.ReadsOff += r.reads / 2
-		} else {
+		default:
 			res.On += r.wall
 			res.CPUOn += r.cpu
 			res.WritesOn += r.writes / 2
@@ -196,14 +236,7 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 	return res, nil
 }
 
-func build(naive bool) string {
-	if naive {
-		return "naive build"
-	}
-	return "guarantees on"
-}
-
-func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) {
+func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	s, stop, err := s.forRun(ctx)
 	if err != nil {
 		return run{}, err
@@ -216,7 +249,7 @@ func lifecycleRun(ctx context.Context, s Stack, n int, naive bool) (run, error) 
 	defer env.close()
 	script := faultinject.NewScript()
 	var stmts statements
-	op, err := env.startOperator(ctx, naive, script, stmts.hear)
+	op, err := env.startOperator(ctx, b, script, stmts.hear)
 	if err != nil {
 		return run{}, err
 	}
@@ -354,7 +387,7 @@ func RunNamespaceDeletion(ctx context.Context, s Stack, n int) (NamespaceDeletio
 	for _, naive := range []bool{false, true, true, false} {
 		r, err := namespaceRun(ctx, s, n, naive)
 		if err != nil {
-			return res, fmt.Errorf("bench: namespace deletion, %s: %w", build(naive), err)
+			return res, fmt.Errorf("bench: namespace deletion, %s: %w", buildOf(naive).name, err)
 		}
 		if naive {
 			res.NaiveGone += r.gone / 2
@@ -408,7 +441,7 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 		return nsRun{}, err
 	}
 	defer env.close()
-	op, err := env.startOperator(ctx, naive, nil, nil)
+	op, err := env.startOperator(ctx, buildOf(naive), nil, nil)
 	if err != nil {
 		return nsRun{}, err
 	}
@@ -416,7 +449,7 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	if err := serverReady(ctx, op.Cache, env.ns); err != nil {
 		return nsRun{}, err
 	}
-	s.logf("namespace deletion: %d Roles, %s", n, build(naive))
+	s.logf("namespace deletion: %d Roles, %s", n, buildOf(naive).name)
 	if err := env.createRoles(ctx, n); err != nil {
 		return nsRun{}, err
 	}
@@ -628,10 +661,10 @@ func (e *env) noRolesLeft(ctx context.Context) error {
 
 // startOperator runs the operator in this process, its client counted by
 // script when set, and waits until its cache is filled.
-func (e *env) startOperator(ctx context.Context, naive bool, script *faultinject.Script, stmts func(context.Context, string, error)) (*operator.Running, error) {
+func (e *env) startOperator(ctx context.Context, b build, script *faultinject.Script, stmts func(context.Context, string, error)) (*operator.Running, error) {
 	r, err := operator.Start(ctx, operator.Options{
 		Config: e.s.Config, Scheme: e.scheme, Script: script,
-		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: naive, PoolName: "bench-" + e.recNS, Statements: stmts},
+		Operator: controller.Options{RecordsNamespace: e.recNS, Naive: b.naive, Skip: b.skip, PoolName: "bench-" + e.recNS, Statements: stmts},
 	})
 	if err != nil {
 		return nil, err

@@ -7,9 +7,11 @@
 //     evicting pool) and once with the naive build of the same operator.
 //     It reports both wall times, their ratio, the API writes per Role
 //     counted at the operator's client, and the CPU the stack's processes
-//     used. The two builds run on, off, off, on and the times are summed
-//     per build, so neither profits from going first (a fresher etcd, a
-//     warmer API server).
+//     used; and, to tell what each guarantee costs, the same for a build
+//     with cleanup records alone and one with the hold alone. Each build
+//     runs twice, in a mirrored order (on, off, records, hold, hold,
+//     records, off, on), and the times are summed per build, so none
+//     profits from its place (a fresher etcd, a warmer API server).
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
 //   - Scale: each build once at 10,000 Roles across 100 namespaces, the

@@ -97,7 +97,7 @@ func RunScale(ctx context.Context, s Stack, o ScaleOptions) (Scale, error) {
 	for _, naive := range []bool{false, true} {
 		r, err := scaleRun(ctx, s, o, naive)
 		if err != nil {
-			return res, fmt.Errorf("bench: scale, %s: %w", build(naive), err)
+			return res, fmt.Errorf("bench: scale, %s: %w", buildOf(naive).name, err)
 		}
 		if naive {
 			res.Naive = r
@@ -125,7 +125,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 	defer e.close()
 	se := &scaleEnv{env: e}
 	defer se.closeNamespaces()
-	s.logf("scale, %s: %d namespaces of %d Roles", build(naive), o.Namespaces, o.PerNamespace)
+	s.logf("scale, %s: %d namespaces of %d Roles", buildOf(naive).name, o.Namespaces, o.PerNamespace)
 	if err := se.createNamespaces(ctx, o.Namespaces); err != nil {
 		return res, err
 	}
@@ -139,7 +139,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 	if naive {
 		args = append(args, "--naive")
 	}
-	op, err := startOperatorProcess(o, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(build(naive), " ", "-"))))
+	op, err := startOperatorProcess(o, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
 	if err != nil {
 		return res, err
 	}

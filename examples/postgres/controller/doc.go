@@ -70,7 +70,8 @@
 //     neither writes nor watches it, so it is applied when the role is
 //     created and whenever login or the connection limit change, not when
 //     that Secret alone is edited.
-//   - Options.Naive switches the guarantees off for comparisons only.
+//   - Options.Naive switches the guarantees off, and Options.Skip single
+//     ones, for comparisons only.
 //
 // # Threat model
 //

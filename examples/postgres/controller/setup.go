@@ -38,6 +38,11 @@ type Options struct {
 	// that never evicts. Only for the comparisons of the benchmarks and
 	// the fault scenarios.
 	Naive bool
+	// Skip switches single guarantees off (lifecycle.SkipLedger,
+	// lifecycle.SkipHold), so that the benchmarks can tell what each one
+	// costs; the pool is the guarantees' own. Naive overrides it. Only for
+	// those comparisons.
+	Skip lifecycle.Guarantee
 	// Clock is injected everywhere time decides; nil is the real clock.
 	Clock clock.Clock
 	// HoldTimeout bounds a Server's hold; zero is hold.DefaultTimeout.
@@ -163,7 +168,7 @@ func Setup(mgr ctrl.Manager, o Options) (*Operator, error) {
 		return nil, err
 	}
 	srvs := servers{r: mgr.GetCache(), policy: policy, trusted: trusted}
-	var skip lifecycle.Guarantee
+	skip := o.Skip
 	if o.Naive {
 		// The naive build: the upstream pool, no record, no hold, no
 		// watchdog. Only for the comparisons.

@@ -87,7 +87,7 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 	return bench.WriteTable(out, lc, sc, sw)
 }
 
-// benchLifecycle runs both builds over roles Roles, then a namespace of
+// benchLifecycle runs every build over roles Roles, then a namespace of
 // roles Roles deleted, each run on a control plane and a PostgreSQL of its
 // own.
 func benchLifecycle(ctx context.Context, out io.Writer, roles int) (bench.Lifecycle, bench.NamespaceDeletion, error) {

@@ -7,7 +7,8 @@ import (
 )
 
 // TestBenchAll runs `finale-lab bench -all` small end to end: the sweep's
-// pass, both builds' lifecycle runs and namespace deletion, the run at
+// pass, the lifecycle runs of every build and both builds' namespace
+// deletion, the run at
 // scale with the operator as a child process and the API server's
 // metrics, all in one table with one record a Role.
 func TestBenchAll(t *testing.T) {
@@ -20,6 +21,10 @@ func TestBenchAll(t *testing.T) {
 	for _, want := range []string{
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
+		"4 Roles created then deleted, wall, cleanup records alone (no hold)",
+		"4 Roles created then deleted, wall, the hold alone (no records)",
+		"CPU of the stack's processes, cleanup records alone (no hold)",
+		"CPU of the stack's processes, the hold alone (no records)",
 		"namespace with 4 Roles deleted, to gone",
 		"namespace with 4 Roles deleted, its Roles and Server gone",
 		"namespace with 4 Roles deleted, CPU of the stack's processes",
@@ -34,12 +39,13 @@ func TestBenchAll(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
-	// Four lifecycle runs and four namespace deletions, each on servers of
-	// its own; the direct drops need PostgreSQL alone.
-	if n, want := strings.Count(out.String(), "on a control plane of its own"), 8; n != want {
+	// Eight lifecycle runs (four builds, twice each) and four namespace
+	// deletions, each on servers of its own; the direct drops need
+	// PostgreSQL alone.
+	if n, want := strings.Count(out.String(), "on a control plane of its own"), 12; n != want {
 		t.Errorf("%d runs on a control plane of their own, want %d:\n%s", n, want, out.String())
 	}
-	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 9; n != want {
+	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 13; n != want {
 		t.Errorf("%d runs on a PostgreSQL of their own, want %d:\n%s", n, want, out.String())
 	}
 	if n := strings.Count(out.String(), "\nbenchmark "); n != 1 {
