@@ -361,11 +361,12 @@ model:
 # on a fresh stack: the sweeper's pass over 100,000 records against a bare
 # paginated LIST of them (its setup, 100,000 owners and records, is outside
 # the figures), 1,000 Roles created then deleted with the guarantees on
-# and as the naive build (on, off, off, on) with their CPU, API writes and
-# reads and PostgreSQL round trips per lifecycle, a namespace of 1,000
-# Roles deleted with each build, and 10,000 Roles in 100 namespaces with
-# each build, the operator as a process of its own. About 20 minutes on 2
-# idle cores.
+# and as the naive build with their CPU, API writes and reads and
+# PostgreSQL round trips per lifecycle, and with each guarantee alone
+# (records, hold), every build twice in a mirrored order; a namespace of
+# 1,000 Roles deleted with each build, and 10,000 Roles in 100 namespaces
+# with each build, the operator as a process of its own. About 25 minutes
+# on 2 idle cores.
 bench: deps
 	cd scenarios && $(GO) run ./cmd/finale-lab bench -all
 
