@@ -162,7 +162,7 @@ const (
 	TargetAllWrites = 6.0
 )
 
-// run is one measured lifecycle of one build.
+// run is one measured lifecycle of one build, or (plus) the sum of several.
 type run struct {
 	wall       time.Duration
 	writes     float64
@@ -203,37 +203,50 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 	if n <= 0 {
 		return Lifecycle{}, fmt.Errorf("bench: %d Roles: give at least one", n)
 	}
-	res := Lifecycle{Roles: n}
+	sums := map[build]run{}
 	for i, b := range lifecycleOrder {
 		s.logf("lifecycle %d/%d: %d Roles, %s", i+1, len(lifecycleOrder), n, b.name)
 		r, err := lifecycleRun(ctx, s, n, b)
 		if err != nil {
-			return res, fmt.Errorf("bench: lifecycle, %s: %w", b.name, err)
+			return lifecycleOf(n, sums), fmt.Errorf("bench: lifecycle, %s: %w", b.name, err)
 		}
-		switch b {
-		case recordsOnly:
-			res.RecordsOnly += r.wall
-			res.CPURecordsOnly += r.cpu
-		case holdOnly:
-			res.HoldOnly += r.wall
-			res.CPUHoldOnly += r.cpu
-		case naiveBuild:
-			res.Off += r.wall
-			res.CPUOff += r.cpu
-			res.WritesOff += r.writes / 2
-			res.EventsOff += r.events / 2
-			res.StatementsOff += r.statements / 2
-			res.ReadsOff += r.reads / 2
-		default:
-			res.On += r.wall
-			res.CPUOn += r.cpu
-			res.WritesOn += r.writes / 2
-			res.EventsOn += r.events / 2
-			res.StatementsOn += r.statements / 2
-			res.ReadsOn += r.reads / 2
+		sums[b] = sums[b].plus(r)
+	}
+	return lifecycleOf(n, sums), nil
+}
+
+// lifecycleOf is the Lifecycle of each build's summed runs: times summed,
+// per-lifecycle counts the mean over the build's runs in lifecycleOrder.
+func lifecycleOf(n int, sums map[build]run) Lifecycle {
+	on, off := sums[guaranteesOn], sums[naiveBuild]
+	onRuns, offRuns := runsOf(guaranteesOn), runsOf(naiveBuild)
+	return Lifecycle{
+		Roles: n,
+		On:    on.wall, Off: off.wall, CPUOn: on.cpu, CPUOff: off.cpu,
+		WritesOn: on.writes / onRuns, WritesOff: off.writes / offRuns,
+		EventsOn: on.events / onRuns, EventsOff: off.events / offRuns,
+		StatementsOn: on.statements / onRuns, StatementsOff: off.statements / offRuns,
+		ReadsOn: on.reads / onRuns, ReadsOff: off.reads / offRuns,
+		RecordsOnly: sums[recordsOnly].wall, HoldOnly: sums[holdOnly].wall,
+		CPURecordsOnly: sums[recordsOnly].cpu, CPUHoldOnly: sums[holdOnly].cpu,
+	}
+}
+
+// runsOf is how many runs of b lifecycleOrder holds.
+func runsOf(b build) float64 {
+	n := 0
+	for _, x := range lifecycleOrder {
+		if x == b {
+			n++
 		}
 	}
-	return res, nil
+	return float64(n)
+}
+
+// plus is r and o added figure by figure.
+func (r run) plus(o run) run {
+	return run{wall: r.wall + o.wall, writes: r.writes + o.writes, events: r.events + o.events, cpu: r.cpu + o.cpu,
+		statements: r.statements + o.statements, reads: r.reads + o.reads}
 }
 
 func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
