@@ -40,6 +40,13 @@
 //     counts only while its cleanup finalizer is there: another finalizer
 //     keeping it around does not keep the parent.
 //   - A parent with no dependents is never held, so it is deleted at once.
+//   - In a terminating namespace with no Pods left, the hold starts the
+//     deletion of the dependents itself (NamespaceReconciler), each by its
+//     UID, and only those the namespace's deletion already dooms. The
+//     namespace controller would delete them only after its grace period,
+//     in no useful order, and lets a namespace go only in a pass that finds
+//     nothing left; a pass that comes to the held parent before the
+//     dependents' cleanup is done makes the namespace wait for the next.
 //   - The hold is bounded: Timeout (default 10 minutes) from when the hold
 //     started, measured on the injected clock.PassiveClock (never the wall
 //     clock). It starts at the hold's first look at the
@@ -133,7 +140,9 @@
 // finale_hold_duration_seconds{kind} (deletionTimestamp to release, on the
 // injected clock, outage included), finale_hold_releases_total{kind,reason}
 // with reasons dependents_done, timeout, access_not_ready and owned_gone,
-// and finale_released_without_delete_total{kind}; all on
+// finale_released_without_delete_total{kind}, and
+// finale_hold_namespace_deletes_total{kind} (dependents whose deletion the
+// hold started in a terminating namespace); all on
 // controller-runtime's metrics.Registry. Events (reasons are the Reason*
 // constants): DeletionHeld when a hold starts, HoldAccessNotReady (Warning)
 // on each pass without access, HoldReleased (Warning unless the dependents

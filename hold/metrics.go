@@ -30,8 +30,14 @@ var (
 		Name: "finale_released_without_delete_total",
 		Help: "Dependents released without their external delete because the hold on their parent ended; their cleanup records stay for the sweeper.",
 	}, []string{"kind"})
+	// earlyDeletesTotal counts dependents whose deletion the hold started
+	// in a terminating namespace (NamespaceReconciler), by dependent kind.
+	earlyDeletesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "finale_hold_namespace_deletes_total",
+		Help: "Dependents in a terminating namespace whose deletion the hold started, ahead of the namespace controller.",
+	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(activeHolds, holdDuration, releasesTotal, releasedWithoutDeleteTotal)
+	metrics.Registry.MustRegister(activeHolds, holdDuration, releasesTotal, releasedWithoutDeleteTotal, earlyDeletesTotal)
 }

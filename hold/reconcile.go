@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/finale-dev/finale/errclass"
@@ -33,13 +34,14 @@ func secretMeta() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// SetupWithManager registers the field indexes and two controllers: one for
-// parents (woken by dependent changes) and one for Secrets (woken by parent
-// changes). Reads go through the manager's cache, writes through its
-// client. The Secret watch is metadata-only, so the cache holds no Secret's
-// data on the hold's account. A nil Recorder becomes an events.k8s.io
-// recorder named "finale-hold" that sends nothing into a terminating
-// namespace (internal/eventrec).
+// SetupWithManager registers the field indexes and three controllers: one
+// for parents (woken by dependent changes), one for Secrets (woken by
+// parent changes) and one for terminating namespaces
+// (NamespaceReconciler). Reads go through the manager's cache, writes
+// through its client. The Secret and Namespace watches are metadata-only,
+// so the cache holds no Secret's data on the hold's account. A nil
+// Recorder becomes an events.k8s.io recorder named "finale-hold" that
+// sends nothing into a terminating namespace (internal/eventrec).
 func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 	h.mu.Lock()
 	done := h.setUp
@@ -80,6 +82,12 @@ func (h *Hold) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(h.SecretReconciler(mgr.GetCache(), mgr.GetClient()))
 	if err != nil {
 		return fmt.Errorf("hold: secret controller: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named(name+"-namespace").
+		For(namespaceMeta(), builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(deleting))).
+		Complete(h.NamespaceReconciler(mgr.GetCache(), h.cfg.Live, mgr.GetClient()))
+	if err != nil {
+		return fmt.Errorf("hold: namespace controller: %w", err)
 	}
 	return nil
 }

@@ -27,6 +27,12 @@ func releases(reason hold.Reason) float64 {
 	return metric("finale_hold_releases_total", "kind", "Server", "reason", string(reason)).GetCounter().GetValue()
 }
 
+// serverReleases counts the Server's releases at or after its timeout:
+// by the timeout itself, or by its dependents all released.
+func serverReleases() float64 {
+	return releases(hold.ReleasedTimeout) + releases(hold.ReleasedDependentsDone)
+}
+
 // waitReleases waits until releases(reason) has grown from base by want:
 // the hold counts a release just after its finalizer patch returns, so a
 // test that sees the parent gone can read the counter a moment early.
