@@ -178,11 +178,11 @@
 // Secrets, get, list and watch on each dependent kind, and create on
 // events.k8s.io Events; to start a terminating namespace's deletions
 // itself (NamespaceReconciler), delete on each dependent kind, list on
-// Pods, and get, list and watch on Namespaces (all metadata-only), without
-// which it leaves them to the namespace controller. It never needs a Secret's data: its Secret watch is
-// metadata-only (builder.OnlyMetadata) and it reads and patches Secrets as
-// metav1.PartialObjectMetadata, so the manager's cache holds Secrets'
-// metadata, not their data, on its account. RBAC cannot narrow patch to
+// Pods and get, list and watch on Namespaces (both metadata-only), without
+// which it leaves them to the namespace controller. It never needs a
+// Secret's data: its Secret watch is metadata-only (builder.OnlyMetadata)
+// and it reads and patches Secrets as metav1.PartialObjectMetadata, so the
+// manager's cache holds Secrets' metadata, not their data, on its account. RBAC cannot narrow patch to
 // finalizers; an admission policy can (the reference operator's
 // config/rbac/secret_policy.yaml). Restrict the cache
 // (cache.Options.ByObject) when the operator serves only some namespaces.
