@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/yaml"
 
@@ -109,7 +108,7 @@ func TestOperatorRunsWithItsOwnRBAC(t *testing.T) {
 		t.Errorf("the record names namespace uid %q, want %q: the operator could not read its namespace, and every restore would need an admin", rec.NamespaceUID, nsNow.UID)
 	}
 
-	early := earlyDeletes(t)
+	early := counter(t, "finale_hold_namespace_deletes_total", "", "")
 	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
 	if err := w.c.Delete(t.Context(), nsObj); err != nil {
 		t.Fatal(err)
@@ -120,7 +119,7 @@ func TestOperatorRunsWithItsOwnRBAC(t *testing.T) {
 	}
 	// The hold started the Role's and the Database's deletion itself, which
 	// needs its RBAC to list Pods and delete them.
-	if got := earlyDeletes(t) - early; got != 2 {
+	if got := counter(t, "finale_hold_namespace_deletes_total", "", "") - early; got != 2 {
 		t.Errorf("the hold started %v deletions in the terminating namespace, want 2 (the Role and the Database)", got)
 	}
 
@@ -324,23 +323,4 @@ func markApplied(ctx context.Context, c client.Client, s *corev1.Secret) error {
 	}
 	cur.Annotations[v1alpha1.AppliedPasswordAnnotation] = "mark"
 	return c.Patch(ctx, &cur, client.MergeFrom(base))
-}
-
-// earlyDeletes sums finale_hold_namespace_deletes_total over its kinds, from
-// the registry the in-process operators share.
-func earlyDeletes(t *testing.T) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, f := range families {
-		if f.GetName() == "finale_hold_namespace_deletes_total" {
-			for _, m := range f.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return n
 }

@@ -2,8 +2,10 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -32,8 +34,16 @@ func TestUnusableServerBacksOff(t *testing.T) {
 }
 
 // serverReconcileErrors reads controller-runtime's error counter of the
-// Server controller from the registry the in-process operators share.
+// Server controller.
 func serverReconcileErrors(t *testing.T) float64 {
+	t.Helper()
+	return counter(t, "controller_runtime_reconcile_errors_total", "controller", controller.ControllerServer)
+}
+
+// counter sums the named counter's series whose label has value (every
+// series when label is ""), from the registry the in-process operators
+// share.
+func counter(t *testing.T, name, label, value string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
@@ -41,14 +51,12 @@ func serverReconcileErrors(t *testing.T) float64 {
 	}
 	var n float64
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_errors_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller.ControllerServer {
-					n += m.GetCounter().GetValue()
-				}
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+				n += m.GetCounter().GetValue()
 			}
 		}
 	}
