@@ -2,6 +2,7 @@ package hold_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +36,9 @@ func (d *deletes) Delete(ctx context.Context, o client.Object, opts ...client.De
 	return err
 }
 
-// terminatingNamespace is a namespace whose dependents (ServiceAccounts
-// naming parent p, with their cleanup finalizer) are d1 and d2, and a
-// reconciler that deletes through w.
+// terminatingNamespace deletes a new namespace holding parent p, its
+// dependents d1 and d2 (ServiceAccounts with their cleanup finalizer) and
+// pods, and returns it with a Hold over them.
 func terminatingNamespace(t *testing.T, c client.Client, pods ...*corev1.Pod) (string, *hold.Hold) {
 	t.Helper()
 	ns := testenv.Namespace(t, c)
@@ -94,22 +95,13 @@ func TestTerminatingNamespaceDeletesItsDependents(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"d1", "d2"} {
-		if !contains(deleted, name) {
+		if !slices.Contains(deleted, name) {
 			t.Errorf("the reconciler deleted %v, not %s", deleted, name)
 		}
 	}
-	if contains(deleted, "p") {
+	if slices.Contains(deleted, "p") {
 		t.Error("the reconciler deleted the parent: that is the namespace controller's, and the hold keeps it")
 	}
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Kubernetes deletes a namespace's Pods first and the rest once they are
@@ -140,7 +132,7 @@ func TestTerminatingNamespaceWaitsForItsPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, deleted = reconcileNamespace(t, h, c, c, c, ns)
-	if !contains(deleted, "d1") || !contains(deleted, "d2") {
+	if !slices.Contains(deleted, "d1") || !slices.Contains(deleted, "d2") {
 		t.Fatalf("with the Pods gone the reconciler deleted %v; want d1 and d2", deleted)
 	}
 }
