@@ -43,33 +43,28 @@ func namespaceMeta() *metav1.PartialObjectMetadata {
 // namespace's deletion began is left to the namespace controller, and
 // each delete names the dependent's UID. Without the RBAC to list Pods or
 // to delete a dependent kind, the hold deletes nothing more and the
-// namespace controller deletes the rest, later. r reads Namespaces as PartialObjectMetadata
-// and lists dependents (a manager's cache); live reads from the API server
-// itself; w deletes.
+// namespace controller deletes the rest, later. r lists dependents (a
+// manager's cache); live reads from the API server itself; w deletes.
 func (h *Hold) NamespaceReconciler(r, live client.Reader, w client.Writer) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-		return h.reconcileNamespace(ctx, r, live, w, req.Name)
+		res, err := h.startDeletions(ctx, r, live, w, req.Name)
+		if apierrors.IsForbidden(err) {
+			logf.FromContext(ctx).Info(noteNoEarlyDelete, "namespace", req.Name, "reason", err.Error())
+			return reconcile.Result{}, nil
+		}
+		return res, err
 	})
 }
 
-func (h *Hold) reconcileNamespace(ctx context.Context, r, live client.Reader, w client.Writer, name string) (reconcile.Result, error) {
-	key := client.ObjectKey{Name: name}
+// startDeletions is NamespaceReconciler's pass over the namespace name.
+func (h *Hold) startDeletions(ctx context.Context, r, live client.Reader, w client.Writer, name string) (reconcile.Result, error) {
 	ns := namespaceMeta()
-	if err := r.Get(ctx, key, ns); err != nil || !deleting(ns) {
+	if err := live.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil || !deleting(ns) {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	ns = namespaceMeta()
-	if err := live.Get(ctx, key, ns); err != nil || !deleting(ns) {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	log := logf.FromContext(ctx).WithValues("namespace", name)
 	pods := &metav1.PartialObjectMetadataList{}
 	pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
 	if err := live.List(ctx, pods, client.InNamespace(name), client.Limit(1)); err != nil {
-		if apierrors.IsForbidden(err) {
-			log.Info(noteNoEarlyDelete, "reason", err.Error())
-			return reconcile.Result{}, nil
-		}
 		return reconcile.Result{}, fmt.Errorf("hold: list Pods in terminating namespace %s: %w", name, err)
 	}
 	if len(pods.Items) > 0 {
@@ -90,10 +85,6 @@ func (h *Hold) reconcileNamespace(ctx context.Context, r, live client.Reader, w 
 			}
 			return deleteByUID(ctx, w, d, o)
 		})
-		if apierrors.IsForbidden(err) {
-			log.Info(noteNoEarlyDelete, "reason", err.Error())
-			return reconcile.Result{}, nil
-		}
 		if err != nil {
 			return reconcile.Result{}, err
 		}

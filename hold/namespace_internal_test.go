@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestDoomed(t *testing.T) {
@@ -20,7 +21,7 @@ func TestDoomed(t *testing.T) {
 		{name: "created before the namespace's deletion", created: at(-time.Hour), want: true},
 		{name: "created in the same second", created: at(0), want: true},
 		{name: "created after: a namespace created since, under the same name", created: at(time.Second), want: false},
-		{name: "being deleted already", created: at(-time.Hour), deleting: ptr(at(time.Second)), want: false},
+		{name: "being deleted already", created: at(-time.Hour), deleting: ptr.To(at(time.Second)), want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: tc.created, DeletionTimestamp: tc.deleting}}
@@ -30,5 +31,3 @@ func TestDoomed(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -51,15 +51,22 @@ func terminatingNamespace(t *testing.T, c client.Client, pods ...*corev1.Pod) (s
 		p.Namespace = ns
 		create(t, c, p)
 	}
+	h := accountsHold(t)
+	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, h
+}
+
+// accountsHold is a hold on ConfigMap parents of the accounts dependents.
+func accountsHold(t *testing.T) *hold.Hold {
+	t.Helper()
 	h, err := hold.New(hold.Config{Parent: &corev1.ConfigMap{}, Scheme: testenv.Scheme(),
 		SecretName: func(client.Object) string { return "" }, Dependents: accounts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	return ns, h
+	return h
 }
 
 // reconcileNamespace runs one pass of h's namespace reconciler over ns,
@@ -161,12 +168,7 @@ func TestNamespaceEarlyDeleteKeeps(t *testing.T) {
 		ns := testenv.Namespace(t, c)
 		create(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d1",
 			Annotations: map[string]string{"parent": "p"}, Finalizers: []string{"example.finale.dev/cleanup"}}})
-		h, err := hold.New(hold.Config{Parent: &corev1.ConfigMap{}, Scheme: testenv.Scheme(),
-			SecretName: func(client.Object) string { return "" }, Dependents: accounts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, deleted := reconcileNamespace(t, h, staleNamespace{c}, c, c, ns); len(deleted) != 0 {
+		if _, deleted := reconcileNamespace(t, accountsHold(t), staleNamespace{c}, c, c, ns); len(deleted) != 0 {
 			t.Fatalf("deleted %v in an alive namespace", deleted)
 		}
 	})

@@ -2,6 +2,7 @@ package hold_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -23,26 +24,25 @@ import (
 	"github.com/finale-dev/finale/internal/testenv"
 )
 
-func releases(reason hold.Reason) float64 {
-	return metric("finale_hold_releases_total", "kind", "Server", "reason", string(reason)).GetCounter().GetValue()
+// releases sums the Server's releases for reasons.
+func releases(reasons ...hold.Reason) float64 {
+	var n float64
+	for _, r := range reasons {
+		n += metric("finale_hold_releases_total", "kind", "Server", "reason", string(r)).GetCounter().GetValue()
+	}
+	return n
 }
 
-// serverReleases counts the Server's releases at or after its timeout:
-// by the timeout itself, or by its dependents all released.
-func serverReleases() float64 {
-	return releases(hold.ReleasedTimeout) + releases(hold.ReleasedDependentsDone)
-}
-
-// waitReleases waits until releases(reason) has grown from base by want:
-// the hold counts a release just after its finalizer patch returns, so a
-// test that sees the parent gone can read the counter a moment early.
-func waitReleases(t *testing.T, reason hold.Reason, base, want float64) {
+// waitReleases waits until releases(reasons...) has grown from base by
+// want: the hold counts a release just after its finalizer patch returns,
+// so a test that sees the parent gone can read the counter a moment early.
+func waitReleases(t *testing.T, base, want float64, reasons ...hold.Reason) {
 	t.Helper()
-	err := controlplane.WaitFor(t.Context(), 10*time.Second, string(reason)+" releases", func(context.Context) (bool, error) {
-		return releases(reason)-base >= want, nil
+	err := controlplane.WaitFor(t.Context(), 10*time.Second, fmt.Sprintf("%v releases", reasons), func(context.Context) (bool, error) {
+		return releases(reasons...)-base >= want, nil
 	})
-	if got := releases(reason) - base; err != nil || got != want {
-		t.Errorf("%s releases grew by %v, want %v", reason, got, want)
+	if got := releases(reasons...) - base; err != nil || got != want {
+		t.Errorf("%v releases grew by %v, want %v", reasons, got, want)
 	}
 }
 
@@ -136,7 +136,7 @@ func TestAccessRepairedDuringHold(t *testing.T) {
 	setPassword(t, c, f.secret, admin(t).Password) // the repair, during the hold
 	waitPGRoles(t, f.ns, 0, waitLong)
 	waitNamespaceGone(t, c, f.ns, waitLong)
-	waitReleases(t, hold.ReleasedDependentsDone, done, 1)
+	waitReleases(t, done, 1, hold.ReleasedDependentsDone)
 	if got := releases(hold.ReleasedAccessNotReady) - notReady; got != 0 {
 		t.Errorf("access_not_ready releases grew by %v, want 0", got)
 	}
@@ -157,7 +157,7 @@ func TestSkipHoldWhenAccessNotReady(t *testing.T) {
 	if err := controlplane.DeleteAndWait(t.Context(), c, f.server.DeepCopy(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitReleases(t, hold.ReleasedAccessNotReady, notReady, 1)
+	waitReleases(t, notReady, 1, hold.ReleasedAccessNotReady)
 	deleteNamespace(t, c, f.ns)
 	waitNamespaceGone(t, c, f.ns, waitLong)
 	if got := releasedWithoutDelete() - without; got != n {
@@ -277,7 +277,7 @@ func TestForegroundDeletionFinishedBeforeFirstReconcile(t *testing.T) {
 	if err := controlplane.WaitGone(ctx, c, f.server, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitReleases(t, hold.ReleasedOwnedGone, ownedGone, 1)
+	waitReleases(t, ownedGone, 1, hold.ReleasedOwnedGone)
 	f.waitSecretReleased(t, c)
 	deleteNamespace(t, c, f.ns)
 	waitNamespaceGone(t, c, f.ns, waitLong)

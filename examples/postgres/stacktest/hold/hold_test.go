@@ -209,7 +209,7 @@ func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 	clk.Step(hold.DefaultTimeout + time.Minute) // the outage
 
 	before := releasedWithoutDelete()
-	releasesBefore := serverReleases()
+	releasesBefore := releases(hold.ReleasedTimeout, hold.ReleasedDependentsDone)
 	op = startOperator(t, operatorOptions{clock: clk})
 	err := controlplane.WaitFor(ctx, waitLong, "the hold on the Server to start counting", func(ctx context.Context) (bool, error) {
 		srv := newServer()
@@ -240,12 +240,7 @@ func TestHoldTimeoutReleasesWithoutDelete(t *testing.T) {
 	// follows may find no dependent left (dependents_done) before its own
 	// timeout pass comes. Which one counts it is a race; that it goes once,
 	// and only after every Role was released without its drop, is not.
-	err = controlplane.WaitFor(ctx, 10*time.Second, "the Server's release counted", func(context.Context) (bool, error) {
-		return serverReleases()-releasesBefore >= 1, nil
-	})
-	if got := serverReleases() - releasesBefore; err != nil || got != 1 {
-		t.Errorf("Server releases (timeout or dependents_done) grew by %v, want 1", got)
-	}
+	waitReleases(t, releasesBefore, 1, hold.ReleasedTimeout, hold.ReleasedDependentsDone)
 	left, err := pgRolesIn(ctx, f.ns)
 	if err != nil {
 		t.Fatal(err)
