@@ -1,8 +1,10 @@
 package controlplane_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/controlplane"
@@ -220,4 +223,51 @@ func TestStartFailureReturnsLogTail(t *testing.T) {
 	if got := err.Error(); !strings.Contains(got, "kube-apiserver exited") || !strings.Contains(got, "no-such-flag") {
 		t.Fatalf("error does not name the failing process and its log:\n%s", got)
 	}
+}
+
+// TestCRDsAreWatchedFromTheStart: CRDs given to Start are watched by the
+// garbage collector once Start returns, as in a cluster where they have
+// been for a while. Installed after Start, they are watched only from the
+// collector's next discovery, about 30 s later.
+func TestCRDsAreWatchedFromTheStart(t *testing.T) {
+	cp, err := controlplane.Start(t.Context(), controlplane.Options{CRDs: []*apiextensionsv1.CustomResourceDefinition{widgetCRD()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	hc, err := rest.HTTPClientFor(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing but the controller manager runs against this control plane.
+	err = controlplane.WaitFor(t.Context(), 10*time.Second, "the garbage collector to watch widgets", func(ctx context.Context) (bool, error) {
+		return watched(ctx, hc, cp.Config.Host, widgetGVK.Group, "widgets")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watched reports whether the API server at host serves a watch on the
+// resource, from its apiserver_longrunning_requests gauge.
+func watched(ctx context.Context, hc *http.Client, host, group, resource string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+"/metrics", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "apiserver_longrunning_requests{") && strings.Contains(l, `group="`+group+`"`) &&
+			strings.Contains(l, `resource="`+resource+`"`) && strings.Contains(l, `verb="WATCH"`) && !strings.HasSuffix(l, " 0") {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
 }

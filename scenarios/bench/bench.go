@@ -139,6 +139,18 @@ type Lifecycle struct {
 	// Against Off, they tell what each guarantee costs.
 	RecordsOnly, HoldOnly       time.Duration
 	CPURecordsOnly, CPUHoldOnly time.Duration
+	// CPURequests is the CPU of the API requests the guarantees add (each
+	// Role's record written and removed, its Server and Secret read live),
+	// sent alone on each guarantees-on run's stack after the run, summed
+	// like CPUOn: CPUOff plus it is the least CPUOn can be while the
+	// guarantees make these requests.
+	CPURequests time.Duration
+}
+
+// CPUFloor is the CPU ratio the guarantees' API requests alone allow:
+// (CPUOff + CPURequests) / CPUOff.
+func (l Lifecycle) CPUFloor() float64 {
+	return (l.CPUOff + l.CPURequests).Seconds() / l.CPUOff.Seconds()
 }
 
 // Ratio is On / Off.
@@ -170,6 +182,9 @@ type run struct {
 	cpu        time.Duration
 	statements float64
 	reads      float64
+	// requestsCPU is the CPU of the guarantees' own API requests for the
+	// run's Roles, sent alone (guaranteeRequests); guarantees-on runs only.
+	requestsCPU time.Duration
 }
 
 // build is one build of the reference operator a run measures.
@@ -222,7 +237,7 @@ func lifecycleOf(n int, sums map[build]run) Lifecycle {
 	onRuns, offRuns := runsOf(guaranteesOn), runsOf(naiveBuild)
 	return Lifecycle{
 		Roles: n,
-		On:    on.wall, Off: off.wall, CPUOn: on.cpu, CPUOff: off.cpu,
+		On:    on.wall, Off: off.wall, CPUOn: on.cpu, CPUOff: off.cpu, CPURequests: on.requestsCPU,
 		WritesOn: on.writes / onRuns, WritesOff: off.writes / offRuns,
 		EventsOn: on.events / onRuns, EventsOff: off.events / offRuns,
 		StatementsOn: on.statements / onRuns, StatementsOff: off.statements / offRuns,
@@ -246,7 +261,7 @@ func runsOf(b build) float64 {
 // plus is r and o added figure by figure.
 func (r run) plus(o run) run {
 	return run{wall: r.wall + o.wall, writes: r.writes + o.writes, events: r.events + o.events, cpu: r.cpu + o.cpu,
-		statements: r.statements + o.statements, reads: r.reads + o.reads}
+		statements: r.statements + o.statements, reads: r.reads + o.reads, requestsCPU: r.requestsCPU + o.requestsCPU}
 }
 
 func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
@@ -307,10 +322,32 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	if err != nil {
 		return run{}, err
 	}
-	return run{
+	r := run{
 		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0),
 		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
-	}, nil
+	}
+	if b != guaranteesOn {
+		return r, nil
+	}
+	// On the same stack, the operator stopped: the guarantees' own API
+	// requests for n Roles, alone.
+	if err := op.Stop(); err != nil {
+		return run{}, err
+	}
+	cpu2, err := s.cpu()
+	if err != nil {
+		return run{}, err
+	}
+	if err := env.guaranteeRequests(ctx, n); err != nil {
+		return run{}, fmt.Errorf("the guarantees' requests alone: %w", err)
+	}
+	cpu3, err := s.cpu()
+	if err != nil {
+		return run{}, err
+	}
+	r.requestsCPU = stackCPU(cpu3, cpu2)
+	s.logf("  the guarantees' API requests for %d Roles alone: CPU by process: %v", n, procstat.Sub(cpu3, cpu2, 0))
+	return r, nil
 }
 
 // roleEvents counts the Events about Roles in the run's namespace, once

@@ -12,7 +12,8 @@ import (
 func TestWriteTable(t *testing.T) {
 	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second,
 		StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
-		RecordsOnly: 31500 * time.Millisecond, HoldOnly: 31800 * time.Millisecond, CPURecordsOnly: 63 * time.Second, CPUHoldOnly: 64200 * time.Millisecond}
+		RecordsOnly: 31500 * time.Millisecond, HoldOnly: 31800 * time.Millisecond, CPURecordsOnly: 63 * time.Second, CPUHoldOnly: 64200 * time.Millisecond,
+		CPURequests: 6 * time.Second}
 	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, NaiveGone: 40 * time.Second, NaiveLeaked: 990, Direct: 200 * time.Millisecond,
 		Content: 42 * time.Second, NaiveContent: 35 * time.Second, CPU: 30 * time.Second, NaiveCPU: 20 * time.Second}
 	var b bytes.Buffer
@@ -35,6 +36,7 @@ func TestWriteTable(t *testing.T) {
 		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
 		{"API writes per Role lifecycle, Events included", "6.00 (1.00 Events)", "4.90 (naive build, 1.50 Events)", "+1.10", "≤ 6", "yes"},
 		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "≤ 1.25×", "yes"},
+		{"CPU of the API requests the guarantees add (record written and removed, Server and Secret read live), sent alone, same stacks", "6.00 s", "60.00 s (naive build)", "1.10× (naive + these)", "-", "-"},
 		{"1000 Roles created then deleted, wall, cleanup records alone (no hold)", "31.50 s", "30.00 s (naive build)", "1.05×", "-", "-"},
 		{"1000 Roles created then deleted, wall, the hold alone (no records)", "31.80 s", "30.00 s (naive build)", "1.06×", "-", "-"},
 		{"CPU of the stack's processes, cleanup records alone (no hold)", "63.00 s", "60.00 s (naive build)", "1.05×", "-", "-"},

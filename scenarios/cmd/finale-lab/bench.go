@@ -91,9 +91,13 @@ func benchCmd(ctx context.Context, args []string, out io.Writer) error {
 // roles Roles deleted, each run on a control plane and a PostgreSQL of its
 // own.
 func benchLifecycle(ctx context.Context, out io.Writer, roles int) (bench.Lifecycle, bench.NamespaceDeletion, error) {
+	opts, err := controlPlaneOptions(out)
+	if err != nil {
+		return bench.Lifecycle{}, bench.NamespaceDeletion{}, err
+	}
 	s := bench.Stack{Log: out,
 		NewControlPlane: func(ctx context.Context) (*controlplane.ControlPlane, error) {
-			return controlplane.Start(ctx, controlplane.Options{Log: out})
+			return controlplane.Start(ctx, opts)
 		},
 		NewPostgres: func(ctx context.Context) (*pgserver.Server, error) {
 			return pgserver.Start(ctx, pgserver.Options{Log: out})

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
+)
+
+// guaranteeRequests sends, for each of n Roles, the API requests the
+// guarantees add to its lifecycle and nothing else: its cleanup record
+// written and removed (a record of the reference operator's size, through
+// ledger.ConfigMapStore, the removal conditional on the version as
+// Ledger.Cleanup's is) and, before its create, the live reads of its
+// Server and the Server's credential Secret (lifecycle's confirmLive). As
+// many at once as the operator has workers. What the stack's processes
+// spend on them alone is the CPU the guarantees cannot save while they
+// make these requests.
+func (e *env) guaranteeRequests(ctx context.Context, n int) error {
+	store, err := ledger.NewConfigMapStore(e.c, e.recNS)
+	if err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(lifecycle.DefaultWorkers)
+	for i := range n {
+		g.Go(func() error {
+			var srv v1alpha1.Server
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "pg"}, &srv); err != nil {
+				return err
+			}
+			sec := &metav1.PartialObjectMetadata{}
+			sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: srv.Spec.CredentialsSecretRef.Name}, sec); err != nil {
+				return err
+			}
+			r := benchRecord(e.ns, fmt.Sprintf("r%d", i), &srv)
+			if err := store.Put(ctx, r); err != nil {
+				return err
+			}
+			return store.Delete(ctx, r)
+		})
+	}
+	return g.Wait()
+}
+
+// benchRecord is a record as the reference operator writes one for the
+// Role ns/name of srv, its fields of the real ones' lengths.
+func benchRecord(ns, name string, srv *v1alpha1.Server) *ledger.Record {
+	owner := ledger.Owner{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Role", Namespace: ns, Name: name, UID: uuid.NewUUID()}
+	now := time.Now()
+	return &ledger.Record{
+		Schema: ledger.SchemaVersion, Owner: owner,
+		Deployment: "7449822711012345678", Salt: randomHex(16), Policy: ledger.PolicyDelete,
+		Via:          &ledger.ConnectionRef{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Server", Namespace: ns, Name: srv.Name, UID: srv.UID},
+		NamespaceUID: types.UID(uuid.NewUUID()), Tag: ledger.Tag(owner), ExternalIDs: []string{"bench_" + randomHex(8)},
+		MAC: randomHex(32), CreatedAt: now, LastCreateAttempt: now,
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
