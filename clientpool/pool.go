@@ -630,12 +630,15 @@ func (p *Pool[K, C]) retireLocked(key K, e *entry[C], reason string) bool {
 // bound has just freed.
 func (p *Pool[K, C]) abandon(key K, e *entry[C], evict bool) {
 	p.mu.Lock()
+	closeNow := false
 	if evict && p.entries[key] == e {
-		p.retireLocked(key, e, string(errclass.Transport))
+		// The abandoned call may have dropped its reference already (its
+		// fn returned as the bound ran out): then retiring is what marks
+		// the client closed, and the close is this path's to make.
+		closeNow = p.retireLocked(key, e, string(errclass.Transport))
 	}
-	closeNow := e.retired && !e.closed
-	if closeNow {
-		e.closed = true
+	if e.retired && !e.closed {
+		e.closed, closeNow = true, true
 	}
 	p.mu.Unlock()
 	if closeNow {
