@@ -68,11 +68,7 @@ type Options struct {
 	ControllerManagerFlags []string
 	// CRDs are installed, and established, before kube-controller-manager
 	// starts, so that its garbage collector watches their kinds from its
-	// start, as it does in a cluster where they have been for a while.
-	// Installed after Start instead, they are watched only from the
-	// collector's next discovery, about 30 s later, and what a run does
-	// in those seconds costs the controller manager nothing it would
-	// cost in production.
+	// start (see the package documentation).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// APIServers is how many kube-apiservers run on the one etcd; zero
 	// means one. Every one after the first reaches etcd through its own

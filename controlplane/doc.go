@@ -82,6 +82,15 @@
 // let a test point an operator's cache at a lagging apiserver while its
 // writes go to another, and move either at any time.
 //
+// # CRDs
+//
+// Options.CRDs are installed, and established, before the controller
+// manager starts, so that its garbage collector watches their kinds from
+// its start. CRDs installed later (InstallCRDs) are watched only from the
+// collector's next discovery, about 30 s after: a measurement taken in
+// between misses the load that watch adds in a cluster that has had the
+// CRDs a while.
+//
 // There is no scheduler, kubelet or serviceaccount controller: a test that
 // needs a Pod to finish sets its status itself, as a kubelet would.
 package controlplane
