@@ -240,7 +240,10 @@ func TestCRDsAreWatchedFromTheStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing but the controller manager runs against this control plane.
-	err = controlplane.WaitFor(t.Context(), 10*time.Second, "the garbage collector to watch widgets", func(ctx context.Context) (bool, error) {
+	// Within 20 s: loaded, the collector may take seconds to start its
+	// watches; a CRD it has to discover waits for its first resync, 30 s
+	// after its start.
+	err = controlplane.WaitFor(t.Context(), 20*time.Second, "the garbage collector to watch widgets", func(ctx context.Context) (bool, error) {
 		return watched(ctx, hc, cp.Config.Host, widgetGVK.Group, "widgets")
 	})
 	if err != nil {

@@ -142,16 +142,13 @@ type Lifecycle struct {
 	// CPURequests is the CPU of the API requests the guarantees add (each
 	// Role's record written and removed, its Server and Secret read live),
 	// sent alone on each guarantees-on run's stack after the run, summed
-	// like CPUOn: CPUOff plus it is the least CPUOn can be while the
-	// guarantees make these requests.
+	// like CPUOn. Against ExtraCPU it tells whether anything but these
+	// requests costs the guarantees CPU.
 	CPURequests time.Duration
 }
 
-// CPUFloor is the CPU ratio the guarantees' API requests alone allow:
-// (CPUOff + CPURequests) / CPUOff.
-func (l Lifecycle) CPUFloor() float64 {
-	return (l.CPUOff + l.CPURequests).Seconds() / l.CPUOff.Seconds()
-}
+// ExtraCPU is CPUOn - CPUOff: what the guarantees cost the stack.
+func (l Lifecycle) ExtraCPU() time.Duration { return l.CPUOn - l.CPUOff }
 
 // Ratio is On / Off.
 func (l Lifecycle) Ratio() float64 { return l.On.Seconds() / l.Off.Seconds() }

@@ -53,8 +53,8 @@ func TestLifecycleWrites(t *testing.T) {
 	if l.EventsOn < 1 {
 		t.Fatalf("%.2f Events per Role lifecycle: at least the Created Event is expected, so the counting is broken", l.EventsOn)
 	}
-	if l.CPURequests <= 0 || l.CPUFloor() <= 1 {
-		t.Fatalf("the guarantees' requests sent alone cost %v of CPU (floor %.2f×): they were not sent or not measured", l.CPURequests, l.CPUFloor())
+	if l.CPURequests <= 0 {
+		t.Fatalf("the guarantees' requests sent alone cost %v of CPU: they were not sent or not measured", l.CPURequests)
 	}
 	if l.WritesOff < 3 {
 		t.Fatalf("naive build: %.2f writes per Role lifecycle; at least 3 (finalizer on, status, finalizer off) means the counting is broken", l.WritesOff)

@@ -26,8 +26,10 @@ import (
 // Ledger.Cleanup's is) and, before its create, the live reads of its
 // Server and the Server's credential Secret (lifecycle's confirmLive). As
 // many at once as the operator has workers. What the stack's processes
-// spend on them alone is the CPU the guarantees cannot save while they
-// make these requests.
+// spend on them alone, against what the guarantees cost in the run, says
+// whether anything else costs: sent alone they share less (etcd commits,
+// connections, the API server's collections) than amid the run's other
+// requests, so they may cost more alone than the guarantees cost there.
 func (e *env) guaranteeRequests(ctx context.Context, n int) error {
 	store, err := ledger.NewConfigMapStore(e.c, e.recNS)
 	if err != nil {
