@@ -46,7 +46,7 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 			l.AllWritesOn(), l.EventsOn, l.WritesOff+l.EventsOff, l.EventsOff, l.AllWritesOn()-l.WritesOff-l.EventsOff, TargetAllWrites, yes(l.AllWritesOn() <= TargetAllWrites)),
 		row("CPU of the stack's processes, same runs\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			secs(l.CPUOn), secs(l.CPUOff), cpu, TargetCPURatio, yes(cpu <= TargetCPURatio)),
-		row("CPU of the API requests the guarantees add (record written and removed, Server and Secret read live), sent alone, same stacks\t%s\t%s (guarantees on minus naive build, same runs)\t%.2f×\t-\t-",
+		row("CPU of the guarantees' own API requests, sent alone\t%s\t%s (on minus naive, same runs)\t%.2f×\t-\t-",
 			secs(l.CPURequests), secs(l.ExtraCPU()), ratio(l.CPURequests.Seconds(), l.ExtraCPU().Seconds())),
 		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
 			l.Roles, recordsOnly.name, secs(l.RecordsOnly), secs(l.Off), ratio(l.RecordsOnly.Seconds(), l.Off.Seconds())),

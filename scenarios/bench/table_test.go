@@ -36,7 +36,7 @@ func TestWriteTable(t *testing.T) {
 		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
 		{"API writes per Role lifecycle, Events included", "6.00 (1.00 Events)", "4.90 (naive build, 1.50 Events)", "+1.10", "≤ 6", "yes"},
 		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "≤ 1.25×", "yes"},
-		{"CPU of the API requests the guarantees add (record written and removed, Server and Secret read live), sent alone, same stacks", "6.00 s", "6.00 s (guarantees on minus naive build, same runs)", "1.00×", "-", "-"},
+		{"CPU of the guarantees' own API requests, sent alone", "6.00 s", "6.00 s (on minus naive, same runs)", "1.00×", "-", "-"},
 		{"1000 Roles created then deleted, wall, cleanup records alone (no hold)", "31.50 s", "30.00 s (naive build)", "1.05×", "-", "-"},
 		{"1000 Roles created then deleted, wall, the hold alone (no records)", "31.80 s", "30.00 s (naive build)", "1.06×", "-", "-"},
 		{"CPU of the stack's processes, cleanup records alone (no hold)", "63.00 s", "60.00 s (naive build)", "1.05×", "-", "-"},

@@ -21,7 +21,7 @@ func TestBenchAll(t *testing.T) {
 	for _, want := range []string{
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
-		"CPU of the API requests the guarantees add",
+		"CPU of the guarantees' own API requests, sent alone",
 		"4 Roles created then deleted, wall, cleanup records alone (no hold)",
 		"4 Roles created then deleted, wall, the hold alone (no records)",
 		"CPU of the stack's processes, cleanup records alone (no hold)",
