@@ -182,12 +182,12 @@
 // which it leaves them to the namespace controller. It never needs a
 // Secret's data: its Secret watch is metadata-only (builder.OnlyMetadata)
 // and it reads and patches Secrets as metav1.PartialObjectMetadata, so the
-// manager's cache holds Secrets' metadata, not their data, on its account. RBAC cannot narrow patch to
-// finalizers; an admission policy can (the reference operator's
-// config/rbac/secret_policy.yaml). Restrict the cache
-// (cache.Options.ByObject) when the operator serves only some namespaces.
-// Access is called on every pass of a held parent that still has
-// dependents, so it should be cheap (a ping, not a full repair) or
+// manager's cache holds Secrets' metadata, not their data, on its
+// account. RBAC cannot narrow patch to finalizers; an admission policy can
+// (the reference operator's config/rbac/secret_policy.yaml). Restrict the
+// cache (cache.Options.ByObject) when the operator serves only some
+// namespaces. Access is called on every pass of a held parent that still
+// has dependents, so it should be cheap (a ping, not a full repair) or
 // rate-limit itself.
 //
 // # Threat model: what Events say

@@ -326,24 +326,13 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	if b != guaranteesOn {
 		return r, nil
 	}
-	// On the same stack, the operator stopped: the guarantees' own API
-	// requests for n Roles, alone.
+	// On the same stack, the operator stopped.
 	if err := op.Stop(); err != nil {
 		return run{}, err
 	}
-	cpu2, err := s.cpu()
-	if err != nil {
-		return run{}, err
-	}
-	if err := env.guaranteeRequests(ctx, n); err != nil {
+	if r.requestsCPU, err = env.requestsCPU(ctx, n); err != nil {
 		return run{}, fmt.Errorf("the guarantees' requests alone: %w", err)
 	}
-	cpu3, err := s.cpu()
-	if err != nil {
-		return run{}, err
-	}
-	r.requestsCPU = stackCPU(cpu3, cpu2)
-	s.logf("  the guarantees' API requests for %d Roles alone: CPU by process: %v", n, procstat.Sub(cpu3, cpu2, 0))
 	return r, nil
 }
 

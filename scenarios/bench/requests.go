@@ -2,22 +2,39 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 )
+
+// requestsCPU is the CPU the stack's processes spend on
+// guaranteeRequests(n), logged by process.
+func (e *env) requestsCPU(ctx context.Context, n int) (time.Duration, error) {
+	before, err := e.s.cpu()
+	if err != nil {
+		return 0, err
+	}
+	if err := e.guaranteeRequests(ctx, n); err != nil {
+		return 0, err
+	}
+	after, err := e.s.cpu()
+	if err != nil {
+		return 0, err
+	}
+	e.s.logf("  the guarantees' API requests for %d Roles alone: CPU by process: %v", n, procstat.Sub(after, before, 0))
+	return stackCPU(after, before), nil
+}
 
 // guaranteeRequests sends, for each of n Roles, the API requests the
 // guarantees add to its lifecycle and nothing else: its cleanup record
@@ -48,7 +65,7 @@ func (e *env) guaranteeRequests(ctx context.Context, n int) error {
 			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: srv.Spec.CredentialsSecretRef.Name}, sec); err != nil {
 				return err
 			}
-			r := benchRecord(e.ns, fmt.Sprintf("r%d", i), &srv)
+			r := benchRecord(e.ns, fmt.Sprintf("r%d", i), fmt.Sprintf("%s%d", e.prefix, i), &srv)
 			if err := store.Put(ctx, r); err != nil {
 				return err
 			}
@@ -59,21 +76,16 @@ func (e *env) guaranteeRequests(ctx context.Context, n int) error {
 }
 
 // benchRecord is a record as the reference operator writes one for the
-// Role ns/name of srv, its fields of the real ones' lengths.
-func benchRecord(ns, name string, srv *v1alpha1.Server) *ledger.Record {
+// Role ns/name of srv, creating roleName: its fields have the real ones'
+// lengths (a 16-byte salt and a SHA-256 MAC, in hex).
+func benchRecord(ns, name, roleName string, srv *v1alpha1.Server) *ledger.Record {
 	owner := ledger.Owner{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Role", Namespace: ns, Name: name, UID: uuid.NewUUID()}
 	now := time.Now()
 	return &ledger.Record{
 		Schema: ledger.SchemaVersion, Owner: owner,
-		Deployment: "7449822711012345678", Salt: randomHex(16), Policy: ledger.PolicyDelete,
+		Deployment: "7449822711012345678", Salt: strings.Repeat("5a", 16), Policy: ledger.PolicyDelete,
 		Via:          &ledger.ConnectionRef{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Server", Namespace: ns, Name: srv.Name, UID: srv.UID},
-		NamespaceUID: types.UID(uuid.NewUUID()), Tag: ledger.Tag(owner), ExternalIDs: []string{"bench_" + randomHex(8)},
-		MAC: randomHex(32), CreatedAt: now, LastCreateAttempt: now,
+		NamespaceUID: uuid.NewUUID(), Tag: ledger.Tag(owner), ExternalIDs: []string{roleName},
+		MAC: strings.Repeat("a5", 32), CreatedAt: now, LastCreateAttempt: now,
 	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return hex.EncodeToString(b)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
-	"github.com/finale-dev/finale/examples/postgres/config/crd"
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/faultinject"
 	"github.com/finale-dev/finale/hold"
@@ -79,6 +77,8 @@ type story struct {
 	uids   map[string]bool // of every object the demo created
 }
 
+// runStory runs the demo on cp, which has the operator's CRDs (startStack),
+// and pg.
 func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane, pg *pgserver.Server, ca []byte) error {
 	// The operator's own log goes to a file: the faults make it log errors
 	// on purpose, and the narration says what matters.
@@ -94,7 +94,6 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	s := &story{out: out, cp: cp, pg: pg, ca: ca, scheme: runtime.NewScheme(), uids: map[string]bool{}}
 	utilruntime.Must(clientgoscheme.AddToScheme(s.scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(s.scheme))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s.scheme))
 	if s.c, err = client.New(cp.Config, client.Options{Scheme: s.scheme}); err != nil {
 		return err
 	}
@@ -107,13 +106,6 @@ func runStory(ctx context.Context, out io.Writer, cp *controlplane.ControlPlane,
 	}
 	defer func() { _ = s.proxy.Close() }() // test harness; its connections die with the server
 
-	crds, err := crd.CRDs()
-	if err != nil {
-		return err
-	}
-	if err := controlplane.InstallCRDs(ctx, s.c, crds...); err != nil {
-		return err
-	}
 	for _, ns := range []string{recordsNamespace, demoNamespace} {
 		if err := s.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
