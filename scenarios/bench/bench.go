@@ -145,6 +145,10 @@ type Lifecycle struct {
 	// like CPUOn. Against ExtraCPU it tells whether anything but these
 	// requests costs the guarantees CPU.
 	CPURequests time.Duration
+	// SideBySide are the guarantees-on and naive build's runs made at
+	// once (Pair), after the others; none when the Stack cannot give each
+	// run servers of its own.
+	SideBySide []Pair
 }
 
 // ExtraCPU is CPUOn - CPUOff: what the guarantees cost the stack.
@@ -173,10 +177,13 @@ const (
 
 // run is one measured lifecycle of one build, or (plus) the sum of several.
 type run struct {
-	wall       time.Duration
-	writes     float64
-	events     float64
-	cpu        time.Duration
+	wall   time.Duration
+	writes float64
+	events float64
+	cpu    time.Duration
+	// servers is cpu without this process's (the operator's and the
+	// bench's): what the run's own servers used.
+	servers    time.Duration
 	statements float64
 	reads      float64
 	// requestsCPU is the CPU of the guarantees' own API requests for the
@@ -218,13 +225,16 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 	sums := map[build]run{}
 	for i, b := range lifecycleOrder {
 		s.logf("lifecycle %d/%d: %d Roles, %s", i+1, len(lifecycleOrder), n, b.name)
-		r, err := lifecycleRun(ctx, s, n, b)
+		r, err := lifecycleRun(ctx, s, n, b, b == guaranteesOn)
 		if err != nil {
 			return lifecycleOf(n, sums), fmt.Errorf("bench: lifecycle, %s: %w", b.name, err)
 		}
 		sums[b] = sums[b].plus(r)
 	}
-	return lifecycleOf(n, sums), nil
+	l := lifecycleOf(n, sums)
+	var err error
+	l.SideBySide, err = runSideBySide(ctx, s, n)
+	return l, err
 }
 
 // lifecycleOf is the Lifecycle of each build's summed runs: times summed,
@@ -261,7 +271,10 @@ func (r run) plus(o run) run {
 		statements: r.statements + o.statements, reads: r.reads + o.reads, requestsCPU: r.requestsCPU + o.requestsCPU}
 }
 
-func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
+// lifecycleRun measures one lifecycle of n Roles with build b; with
+// requests, it then sends the guarantees' own requests alone on the same
+// stack (guaranteesOn only).
+func lifecycleRun(ctx context.Context, s Stack, n int, b build, requests bool) (run, error) {
 	s, stop, err := s.forRun(ctx)
 	if err != nil {
 		return run{}, err
@@ -321,9 +334,10 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	}
 	r := run{
 		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0),
+		servers:    stackCPU(cpu1, cpu0) - (cpu1[self] - cpu0[self]),
 		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
 	}
-	if b != guaranteesOn {
+	if !requests {
 		return r, nil
 	}
 	// On the same stack, the operator stopped.
@@ -754,9 +768,12 @@ func (s Stack) cpu() (map[string]time.Duration, error) {
 	}
 	pids := s.ControlPlane.PIDs()
 	pids["postgres"] = s.Postgres.PID()
-	pids["self"] = os.Getpid()
+	pids[self] = os.Getpid()
 	return procstat.CPUOfTrees(pids)
 }
+
+// self names this process in the stack's CPU by process.
+const self = "self"
 
 func stackCPU(after, before map[string]time.Duration) time.Duration {
 	var sum time.Duration

@@ -37,7 +37,7 @@ func WriteTable(w io.Writer, rows ...[]Row) error {
 // LifecycleRows are the figures of RunLifecycle and RunNamespaceDeletion.
 func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 	cpu := l.CPUOn.Seconds() / l.CPUOff.Seconds()
-	return []Row{
+	rows := []Row{
 		row("%d Roles created then deleted, wall (2 runs each)\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			l.Roles, secs(l.On), secs(l.Off), l.Ratio(), TargetRatio, yes(l.Ratio() <= TargetRatio)),
 		row("API writes per Role lifecycle\t%.2f\t%.2f (naive build)\t%+.2f\t≤ %+.0f\t%s",
@@ -46,6 +46,13 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 			l.AllWritesOn(), l.EventsOn, l.WritesOff+l.EventsOff, l.EventsOff, l.AllWritesOn()-l.WritesOff-l.EventsOff, TargetAllWrites, yes(l.AllWritesOn() <= TargetAllWrites)),
 		row("CPU of the stack's processes, same runs\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			secs(l.CPUOn), secs(l.CPUOff), cpu, TargetCPURatio, yes(cpu <= TargetCPURatio)),
+	}
+	if len(l.SideBySide) > 0 {
+		sum, least, most := SideBySide(l.SideBySide)
+		rows = append(rows, row("CPU of the servers, guarantees on and naive at once (%d pairs)\t%s\t%s (naive build, same time)\t%.2f× (pairs %.2f× to %.2f×)\t-\t-",
+			len(l.SideBySide), secs(sum.On), secs(sum.Off), sum.Ratio(), least, most))
+	}
+	return append(rows,
 		row("CPU of the guarantees' own API requests, sent alone\t%s\t%s (on minus naive, same runs)\t%.2f×\t-\t-",
 			secs(l.CPURequests), secs(l.ExtraCPU()), ratio(l.CPURequests.Seconds(), l.ExtraCPU().Seconds())),
 		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
@@ -68,7 +75,7 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 			nd.Roles, secs(nd.CPU), secs(nd.NaiveCPU), ratio(nd.CPU.Seconds(), nd.NaiveCPU.Seconds())),
 		row("namespace with %d Roles deleted, to gone\t%s\t%s (DROP ROLE directly)\t%.0f×\t-\t-",
 			nd.Roles, secs(nd.Gone), secs(nd.Direct), nd.Gone.Seconds()/nd.Direct.Seconds()),
-	}
+	)
 }
 
 // SweepRows are the figures of a sweep pass (internal/sweepbench), against

@@ -13,7 +13,7 @@ func TestWriteTable(t *testing.T) {
 	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second,
 		StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
 		RecordsOnly: 31500 * time.Millisecond, HoldOnly: 31800 * time.Millisecond, CPURecordsOnly: 63 * time.Second, CPUHoldOnly: 64200 * time.Millisecond,
-		CPURequests: 6 * time.Second}
+		CPURequests: 6 * time.Second, SideBySide: []Pair{{On: 26 * time.Second, Off: 20 * time.Second}, {On: 27 * time.Second, Off: 21 * time.Second}}}
 	nd := NamespaceDeletion{Roles: 1000, Gone: 48 * time.Second, NaiveGone: 40 * time.Second, NaiveLeaked: 990, Direct: 200 * time.Millisecond,
 		Content: 42 * time.Second, NaiveContent: 35 * time.Second, CPU: 30 * time.Second, NaiveCPU: 20 * time.Second}
 	var b bytes.Buffer
@@ -36,6 +36,7 @@ func TestWriteTable(t *testing.T) {
 		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
 		{"API writes per Role lifecycle, Events included", "6.00 (1.00 Events)", "4.90 (naive build, 1.50 Events)", "+1.10", "≤ 6", "yes"},
 		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "≤ 1.25×", "yes"},
+		{"CPU of the servers, guarantees on and naive at once (2 pairs)", "53.00 s", "41.00 s (naive build, same time)", "1.29× (pairs 1.29× to 1.30×)", "-", "-"},
 		{"CPU of the guarantees' own API requests, sent alone", "6.00 s", "6.00 s (on minus naive, same runs)", "1.00×", "-", "-"},
 		{"1000 Roles created then deleted, wall, cleanup records alone (no hold)", "31.50 s", "30.00 s (naive build)", "1.05×", "-", "-"},
 		{"1000 Roles created then deleted, wall, the hold alone (no records)", "31.80 s", "30.00 s (naive build)", "1.06×", "-", "-"},
@@ -58,5 +59,29 @@ func TestWriteTable(t *testing.T) {
 	}
 	if !strings.Contains(strings.Split(b.String(), "\n")[1], "no") {
 		t.Fatalf("a missed ratio target is not reported:\n%s", b.String())
+	}
+}
+
+func TestSideBySide(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		pairs       []Pair
+		sum         Pair
+		least, most float64
+	}{
+		{name: "none"},
+		{name: "one", pairs: []Pair{{On: 3 * time.Second, Off: 2 * time.Second}}, sum: Pair{On: 3 * time.Second, Off: 2 * time.Second}, least: 1.5, most: 1.5},
+		{
+			name:  "the least and the most of any pair, the sums' ratio",
+			pairs: []Pair{{On: 12 * time.Second, Off: 10 * time.Second}, {On: 9 * time.Second, Off: 10 * time.Second}, {On: 15 * time.Second, Off: 10 * time.Second}},
+			sum:   Pair{On: 36 * time.Second, Off: 30 * time.Second}, least: 0.9, most: 1.5,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum, least, most := SideBySide(tc.pairs)
+			if diff := cmp.Diff([]any{tc.sum, tc.least, tc.most}, []any{sum, least, most}); diff != "" {
+				t.Errorf("SideBySide (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ func TestBenchAll(t *testing.T) {
 	for _, want := range []string{
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
+		"CPU of the servers, guarantees on and naive at once (4 pairs)",
 		"CPU of the guarantees' own API requests, sent alone",
 		"4 Roles created then deleted, wall, cleanup records alone (no hold)",
 		"4 Roles created then deleted, wall, the hold alone (no records)",
@@ -40,13 +41,13 @@ func TestBenchAll(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
-	// Eight lifecycle runs (four builds, twice each) and four namespace
-	// deletions, each on servers of its own; the direct drops need
-	// PostgreSQL alone.
-	if n, want := strings.Count(out.String(), "on a control plane of its own"), 12; n != want {
+	// Eight lifecycle runs (four builds, twice each), four pairs of them
+	// side by side and four namespace deletions, each on servers of its
+	// own; the direct drops need PostgreSQL alone.
+	if n, want := strings.Count(out.String(), "on a control plane of its own"), 20; n != want {
 		t.Errorf("%d runs on a control plane of their own, want %d:\n%s", n, want, out.String())
 	}
-	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 13; n != want {
+	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 21; n != want {
 		t.Errorf("%d runs on a PostgreSQL of their own, want %d:\n%s", n, want, out.String())
 	}
 	if n := strings.Count(out.String(), "\nbenchmark "); n != 1 {
