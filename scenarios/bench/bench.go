@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -58,6 +59,10 @@ type Stack struct {
 	// in the three before it.
 	NewControlPlane func(ctx context.Context) (*controlplane.ControlPlane, error)
 	NewPostgres     func(ctx context.Context) (*pgserver.Server, error)
+	// Operator, when set with NewControlPlane, returns the reference
+	// operator's command (package app) with args, for RunLifecycle's
+	// side-by-side runs (Pair), which run it as a child process.
+	Operator func(args ...string) (*exec.Cmd, error)
 }
 
 // forRun is the stack one measured run uses, and what stops it.
@@ -177,13 +182,10 @@ const (
 
 // run is one measured lifecycle of one build, or (plus) the sum of several.
 type run struct {
-	wall   time.Duration
-	writes float64
-	events float64
-	cpu    time.Duration
-	// servers is cpu without this process's (the operator's and the
-	// bench's): what the run's own servers used.
-	servers    time.Duration
+	wall       time.Duration
+	writes     float64
+	events     float64
+	cpu        time.Duration
 	statements float64
 	reads      float64
 	// requestsCPU is the CPU of the guarantees' own API requests for the
@@ -225,7 +227,7 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 	sums := map[build]run{}
 	for i, b := range lifecycleOrder {
 		s.logf("lifecycle %d/%d: %d Roles, %s", i+1, len(lifecycleOrder), n, b.name)
-		r, err := lifecycleRun(ctx, s, n, b, b == guaranteesOn)
+		r, err := lifecycleRun(ctx, s, n, b)
 		if err != nil {
 			return lifecycleOf(n, sums), fmt.Errorf("bench: lifecycle, %s: %w", b.name, err)
 		}
@@ -271,10 +273,7 @@ func (r run) plus(o run) run {
 		statements: r.statements + o.statements, reads: r.reads + o.reads, requestsCPU: r.requestsCPU + o.requestsCPU}
 }
 
-// lifecycleRun measures one lifecycle of n Roles with build b; with
-// requests, it then sends the guarantees' own requests alone on the same
-// stack (guaranteesOn only).
-func lifecycleRun(ctx context.Context, s Stack, n int, b build, requests bool) (run, error) {
+func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	s, stop, err := s.forRun(ctx)
 	if err != nil {
 		return run{}, err
@@ -334,10 +333,9 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build, requests bool) (
 	}
 	r := run{
 		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0),
-		servers:    stackCPU(cpu1, cpu0) - (cpu1[self] - cpu0[self]),
 		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
 	}
-	if !requests {
+	if b != guaranteesOn {
 		return r, nil
 	}
 	// On the same stack, the operator stopped.
@@ -768,12 +766,9 @@ func (s Stack) cpu() (map[string]time.Duration, error) {
 	}
 	pids := s.ControlPlane.PIDs()
 	pids["postgres"] = s.Postgres.PID()
-	pids[self] = os.Getpid()
+	pids["self"] = os.Getpid()
 	return procstat.CPUOfTrees(pids)
 }
-
-// self names this process in the stack's CPU by process.
-const self = "self"
 
 func stackCPU(after, before map[string]time.Duration) time.Duration {
 	var sum time.Duration

@@ -18,21 +18,21 @@ func ExampleWriteTable() {
 		Content: 16 * time.Second, NaiveContent: 14 * time.Second, CPU: 27 * time.Second, NaiveCPU: 18 * time.Second}
 	_ = bench.WriteTable(os.Stdout, bench.LifecycleRows(l, nd))
 	// Output:
-	// benchmark                                                               guarantees on       baseline                               on vs baseline                target   met
-	// 1000 Roles created then deleted, wall (2 runs each)                     34.90 s             30.00 s (naive build)                  1.16×                         ≤ 1.15×  no
-	// API writes per Role lifecycle                                           5.00                3.00 (naive build)                     +2.00                         ≤ +2     yes
-	// API writes per Role lifecycle, Events included                          6.00 (1.00 Events)  4.00 (naive build, 1.00 Events)        +2.00                         ≤ 6      yes
-	// CPU of the stack's processes, same runs                                 68.00 s             58.00 s (naive build)                  1.17×                         ≤ 1.25×  yes
-	// CPU of the servers, guarantees on and naive at once (2 pairs)           53.00 s             41.00 s (naive build, same time)       1.29× (pairs 1.29× to 1.30×)  -        -
-	// CPU of the guarantees' own API requests, sent alone                     9.00 s              10.00 s (on minus naive, same runs)    0.90×                         -        -
-	// 1000 Roles created then deleted, wall, cleanup records alone (no hold)  32.40 s             30.00 s (naive build)                  1.08×                         -        -
-	// 1000 Roles created then deleted, wall, the hold alone (no records)      32.10 s             30.00 s (naive build)                  1.07×                         -        -
-	// CPU of the stack's processes, cleanup records alone (no hold)           62.50 s             58.00 s (naive build)                  1.08×                         -        -
-	// CPU of the stack's processes, the hold alone (no records)               62.00 s             58.00 s (naive build)                  1.07×                         -        -
-	// PostgreSQL round trips per Role lifecycle                               9.00                9.00 (naive build)                     +0.00                         -        -
-	// API reads through the operator's client per Role lifecycle              3.00                2.00 (naive build)                     +1.00                         -        -
-	// namespace with 1000 Roles deleted, to gone                              20.00 s             14.50 s (naive build, 0 roles leaked)  1.38×                         ≤ 1.5×   yes
-	// namespace with 1000 Roles deleted, its Roles and Server gone            16.00 s             14.00 s (naive build)                  1.14×                         -        -
-	// namespace with 1000 Roles deleted, CPU of the stack's processes         27.00 s             18.00 s (naive build)                  1.50×                         -        -
-	// namespace with 1000 Roles deleted, to gone                              20.00 s             0.10 s (DROP ROLE directly)            200×                          -        -
+	// benchmark                                                                guarantees on       baseline                               on vs baseline                target   met
+	// 1000 Roles created then deleted, wall (2 runs each)                      34.90 s             30.00 s (naive build)                  1.16×                         ≤ 1.15×  no
+	// API writes per Role lifecycle                                            5.00                3.00 (naive build)                     +2.00                         ≤ +2     yes
+	// API writes per Role lifecycle, Events included                           6.00 (1.00 Events)  4.00 (naive build, 1.00 Events)        +2.00                         ≤ 6      yes
+	// CPU of the stack's processes, same runs                                  68.00 s             58.00 s (naive build)                  1.17×                         ≤ 1.25×  yes
+	// CPU of the stack's processes, guarantees on and naive at once (2 pairs)  53.00 s             41.00 s (naive build, same time)       1.29× (pairs 1.29× to 1.30×)  ≤ 1.25×  no
+	// CPU of the guarantees' own API requests, sent alone                      9.00 s              10.00 s (on minus naive, same runs)    0.90×                         -        -
+	// 1000 Roles created then deleted, wall, cleanup records alone (no hold)   32.40 s             30.00 s (naive build)                  1.08×                         -        -
+	// 1000 Roles created then deleted, wall, the hold alone (no records)       32.10 s             30.00 s (naive build)                  1.07×                         -        -
+	// CPU of the stack's processes, cleanup records alone (no hold)            62.50 s             58.00 s (naive build)                  1.08×                         -        -
+	// CPU of the stack's processes, the hold alone (no records)                62.00 s             58.00 s (naive build)                  1.07×                         -        -
+	// PostgreSQL round trips per Role lifecycle                                9.00                9.00 (naive build)                     +0.00                         -        -
+	// API reads through the operator's client per Role lifecycle               3.00                2.00 (naive build)                     +1.00                         -        -
+	// namespace with 1000 Roles deleted, to gone                               20.00 s             14.50 s (naive build, 0 roles leaked)  1.38×                         ≤ 1.5×   yes
+	// namespace with 1000 Roles deleted, its Roles and Server gone             16.00 s             14.00 s (naive build)                  1.14×                         -        -
+	// namespace with 1000 Roles deleted, CPU of the stack's processes          27.00 s             18.00 s (naive build)                  1.50×                         -        -
+	// namespace with 1000 Roles deleted, to gone                               20.00 s             0.10 s (DROP ROLE directly)            200×                          -        -
 }

@@ -139,7 +139,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 	if naive {
 		args = append(args, "--naive")
 	}
-	op, err := startOperatorProcess(o, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
+	op, err := startOperatorProcess(o.Operator, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
 	if err != nil {
 		return res, err
 	}
@@ -407,8 +407,10 @@ type operatorProcess struct {
 // operatorStopWait bounds the operator's graceful stop.
 const operatorStopWait = 30 * time.Second
 
-func startOperatorProcess(o ScaleOptions, args []string, logPath string) (*operatorProcess, error) {
-	cmd, err := o.Operator(args...)
+// startOperatorProcess starts command(args...) (the reference
+// operator's), its output to logPath.
+func startOperatorProcess(command func(args ...string) (*exec.Cmd, error), args []string, logPath string) (*operatorProcess, error) {
+	cmd, err := command(args...)
 	if err != nil {
 		return nil, err
 	}

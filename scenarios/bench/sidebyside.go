@@ -4,8 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/finale-dev/finale/controlplane"
+	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
+	"github.com/finale-dev/finale/internal/procstat"
 )
 
 // sideBySidePairs is how many times RunLifecycle runs the guarantees-on
@@ -13,10 +22,10 @@ import (
 const sideBySidePairs = 4
 
 // Pair is one side-by-side run: the guarantees-on and the naive build's
-// lifecycles of the same number of Roles started together, each on
-// servers of its own, and the CPU those servers used (API server, etcd,
-// controller manager, PostgreSQL; not the operators, which share this
-// process).
+// lifecycles of the same number of Roles started together, each on a
+// control plane and a PostgreSQL of its own with the operator as a
+// process of its own, and the CPU each stack's processes used (API
+// server, etcd, controller manager, PostgreSQL, the operator).
 //
 // Runs one after the other on this kind of machine see its speed change
 // between them: in one sequence every process of a run used about 30%
@@ -31,37 +40,42 @@ type Pair struct {
 // Ratio is On / Off.
 func (p Pair) Ratio() float64 { return p.On.Seconds() / p.Off.Seconds() }
 
-// SideBySide sums pairs and gives the ratio of the sums, and the least
-// and greatest ratio of one pair.
+// SideBySide sums pairs (sum.Ratio is the ratio of the sums) and gives
+// the least and the greatest ratio of one pair.
 func SideBySide(pairs []Pair) (sum Pair, least, most float64) {
 	for i, p := range pairs {
 		sum.On += p.On
 		sum.Off += p.Off
-		if r := p.Ratio(); i == 0 || r < least {
+		r := p.Ratio()
+		if i == 0 || r < least {
 			least = r
 		}
-		if r := p.Ratio(); r > most {
-			most = r
-		}
+		most = max(most, r)
 	}
 	return sum, least, most
 }
 
 // runSideBySide runs sideBySidePairs pairs. Each run needs servers of its
-// own (Stack.NewControlPlane): two operators on one API server would each
-// reconcile the other's Roles.
+// own (Stack.NewControlPlane: two operators on one API server would each
+// reconcile the other's Roles) and the operator's command
+// (Stack.Operator).
 func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
-	if s.NewControlPlane == nil {
-		s.logf("side by side: skipped, the stack starts no control plane for each run")
+	if s.NewControlPlane == nil || s.Operator == nil {
+		s.logf("side by side: skipped, it needs Stack.NewControlPlane and Stack.Operator")
 		return nil, nil
 	}
+	dir, err := os.MkdirTemp("", "finale-bench-pairs-")
+	if err != nil {
+		return nil, err
+	}
+	s.logf("-- the side-by-side operators' logs: %s (kept if a run fails)", dir)
 	var pairs []Pair
 	for i := range sideBySidePairs {
 		s.logf("side by side %d/%d: %d Roles, %s and %s at once", i+1, sideBySidePairs, n, guaranteesOn.name, naiveBuild.name)
 		var (
 			wg   sync.WaitGroup
 			mu   sync.Mutex
-			runs [2]run
+			cpu  [2]time.Duration
 			errs [2]error
 		)
 		for j, b := range []build{guaranteesOn, naiveBuild} {
@@ -69,7 +83,8 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 			if s.Log != nil {
 				bs.Log = &prefixed{mu: &mu, w: s.Log, prefix: "  [" + b.name + "]"}
 			}
-			wg.Go(func() { runs[j], errs[j] = lifecycleRun(ctx, bs, n, b, false) })
+			logPath := filepath.Join(dir, fmt.Sprintf("operator-%d-%s.log", i+1, strings.ReplaceAll(b.name, " ", "-")))
+			wg.Go(func() { cpu[j], errs[j] = pairRun(ctx, bs, n, b, logPath) })
 		}
 		wg.Wait()
 		for j, b := range []build{guaranteesOn, naiveBuild} {
@@ -77,11 +92,83 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 				return pairs, fmt.Errorf("bench: side by side, %s: %w", b.name, errs[j])
 			}
 		}
-		p := Pair{On: runs[0].servers, Off: runs[1].servers}
-		s.logf("  servers' CPU: %s with the guarantees on, %s naive: %.2f×", p.On.Round(10*time.Millisecond), p.Off.Round(10*time.Millisecond), p.Ratio())
+		p := Pair{On: cpu[0], Off: cpu[1]}
+		s.logf("  CPU of each stack's processes: %s with the guarantees on, %s naive: %.2f×", p.On.Round(10*time.Millisecond), p.Off.Round(10*time.Millisecond), p.Ratio())
 		pairs = append(pairs, p)
 	}
+	_ = os.RemoveAll(dir) // the table is the output; the logs only explain a failure
 	return pairs, nil
+}
+
+// pairRun is one side of a Pair: n Roles created, all Ready, deleted, all
+// gone (every role dropped) with build b, the operator a child process
+// logging to logPath, on servers of the run's own; it returns the CPU the
+// run's processes used, this one's left out (the other side's runs in it
+// too), and waits on informers of its own.
+func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time.Duration, error) {
+	s, stop, err := s.forRun(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	e, err := s.setup(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer e.close()
+	se := &scaleEnv{env: e, nss: []string{e.ns}}
+	watch, stopWatch, err := se.watch(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer stopWatch()
+	args := []string{"--kubeconfig", s.ControlPlane.Kubeconfig, "--records-namespace", e.recNS,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
+	if b.naive {
+		args = append(args, "--naive")
+	}
+	op, err := startOperatorProcess(s.Operator, args, logPath)
+	if err != nil {
+		return 0, err
+	}
+	defer op.stop()
+	if err := controlplane.WaitEvery(ctx, scalePoll, waitLimit, "the Server Ready", func(ctx context.Context) (bool, error) {
+		if err := op.exited(); err != nil {
+			return false, err
+		}
+		var l v1alpha1.ServerList
+		if err := watch.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		return readyServers(l.Items, se.nss) == 1, nil
+	}); err != nil {
+		return 0, err
+	}
+	pids := s.ControlPlane.PIDs()
+	pids["postgres"] = s.Postgres.PID()
+	pids["operator"] = op.cmd.Process.Pid
+	cpu0, err := procstat.CPUOfTrees(pids)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.createRoles(ctx, n); err != nil {
+		return 0, err
+	}
+	if err := se.waitRoles(ctx, watch, op, "all Ready", func(ready, _ int) bool { return ready == n }); err != nil {
+		return 0, err
+	}
+	if err := e.c.DeleteAllOf(ctx, &v1alpha1.Role{}, client.InNamespace(e.ns)); err != nil {
+		return 0, err
+	}
+	if err := se.waitRoles(ctx, watch, op, "all gone", func(_, total int) bool { return total == 0 }); err != nil {
+		return 0, err
+	}
+	cpu1, err := procstat.CPUOfTrees(pids)
+	if err != nil {
+		return 0, err
+	}
+	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
+	return stackCPU(cpu1, cpu0), e.noRolesLeft(ctx)
 }
 
 // prefixed writes each Write (a logf line) after prefix, one writer at a

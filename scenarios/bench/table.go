@@ -49,8 +49,8 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 	}
 	if len(l.SideBySide) > 0 {
 		sum, least, most := SideBySide(l.SideBySide)
-		rows = append(rows, row("CPU of the servers, guarantees on and naive at once (%d pairs)\t%s\t%s (naive build, same time)\t%.2f× (pairs %.2f× to %.2f×)\t-\t-",
-			len(l.SideBySide), secs(sum.On), secs(sum.Off), sum.Ratio(), least, most))
+		rows = append(rows, row("CPU of the stack's processes, guarantees on and naive at once (%d pairs)\t%s\t%s (naive build, same time)\t%.2f× (pairs %.2f× to %.2f×)\t≤ %.2f×\t%s",
+			len(l.SideBySide), secs(sum.On), secs(sum.Off), sum.Ratio(), least, most, TargetCPURatio, yes(sum.Ratio() <= TargetCPURatio)))
 	}
 	return append(rows,
 		row("CPU of the guarantees' own API requests, sent alone\t%s\t%s (on minus naive, same runs)\t%.2f×\t-\t-",

@@ -13,6 +13,7 @@ import (
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/exitcode"
 	"github.com/finale-dev/finale/pgserver"
+	"github.com/finale-dev/finale/scenarios"
 	"github.com/finale-dev/finale/scenarios/bench"
 )
 
@@ -102,6 +103,7 @@ func benchLifecycle(ctx context.Context, out io.Writer, roles int) (bench.Lifecy
 		NewPostgres: func(ctx context.Context) (*pgserver.Server, error) {
 			return pgserver.Start(ctx, pgserver.Options{Log: out})
 		},
+		Operator: scenarios.OperatorCommand,
 	}
 	l, err := bench.RunLifecycle(ctx, s, roles)
 	if err != nil {

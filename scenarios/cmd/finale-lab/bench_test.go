@@ -21,7 +21,7 @@ func TestBenchAll(t *testing.T) {
 	for _, want := range []string{
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
-		"CPU of the servers, guarantees on and naive at once (4 pairs)",
+		"CPU of the stack's processes, guarantees on and naive at once (4 pairs)",
 		"CPU of the guarantees' own API requests, sent alone",
 		"4 Roles created then deleted, wall, cleanup records alone (no hold)",
 		"4 Roles created then deleted, wall, the hold alone (no records)",
