@@ -15,9 +15,9 @@
 //     the guarantees-on and the naive build run side by side, four times
 //     (Pair): both at once, each on servers of its own with the operator
 //     as a process of its own, so that both see the machine at the same
-//     speed; the CPU each stack's processes used tells the guarantees'
-//     cost to within a few percent, where runs one after the other
-//     differ by tens.
+//     speed while both run (runs one after the other see it change by
+//     tens of percent); the table gives the ratio of the CPU each
+//     stack's processes used, summed, and the least and greatest pair.
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
 //   - Scale: each build once at 10,000 Roles across 100 namespaces, the

@@ -134,26 +134,12 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 		return res, err
 	}
 	defer stopWatch()
-	args := []string{"--kubeconfig", s.ControlPlane.Kubeconfig, "--records-namespace", e.recNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
-	if naive {
-		args = append(args, "--naive")
-	}
-	op, err := startOperatorProcess(o.Operator, args, filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
+	op, err := startOperatorProcess(o.Operator, operatorArgs(s, e.recNS, naive), filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
 	if err != nil {
 		return res, err
 	}
 	defer op.stop()
-	if err := controlplane.WaitEvery(ctx, scalePoll, scaleWaitLimit, "every Server Ready", func(ctx context.Context) (bool, error) {
-		if err := op.exited(); err != nil {
-			return false, err
-		}
-		var l v1alpha1.ServerList
-		if err := watch.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
-			return false, err
-		}
-		return readyServers(l.Items, se.nss) == len(se.nss), nil
-	}); err != nil {
+	if err := se.waitServers(ctx, watch, op); err != nil {
 		return res, err
 	}
 	res.Setup = time.Since(setupStart)
@@ -338,6 +324,21 @@ func (se *scaleEnv) deleteRoles(ctx context.Context) error {
 	return g.Wait()
 }
 
+// waitServers waits on the bench's cache until the Server of every
+// namespace of the run is Ready, failing early when the operator exits.
+func (se *scaleEnv) waitServers(ctx context.Context, c client.Reader, op *operatorProcess) error {
+	return controlplane.WaitEvery(ctx, scalePoll, scaleWaitLimit, "every Server Ready", func(ctx context.Context) (bool, error) {
+		if err := op.exited(); err != nil {
+			return false, err
+		}
+		var l v1alpha1.ServerList
+		if err := c.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
+			return false, err
+		}
+		return readyServers(l.Items, se.nss) == len(se.nss), nil
+	})
+}
+
 // waitRoles waits on the bench's cache until done(ready, total) over the
 // run's Roles, failing early when the operator exits.
 func (se *scaleEnv) waitRoles(ctx context.Context, c client.Reader, op *operatorProcess, what string, done func(ready, total int) bool) error {
@@ -406,6 +407,17 @@ type operatorProcess struct {
 
 // operatorStopWait bounds the operator's graceful stop.
 const operatorStopWait = 30 * time.Second
+
+// operatorArgs are the operator process's arguments on s's control plane,
+// its records in recNS.
+func operatorArgs(s Stack, recNS string, naive bool) []string {
+	args := []string{"--kubeconfig", s.ControlPlane.Kubeconfig, "--records-namespace", recNS,
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
+	if naive {
+		args = append(args, "--naive")
+	}
+	return args
+}
 
 // startOperatorProcess starts command(args...) (the reference
 // operator's), its output to logPath.

@@ -12,7 +12,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/internal/procstat"
 )
@@ -31,8 +30,10 @@ const sideBySidePairs = 4
 // between them: in one sequence every process of a run used about 30%
 // more CPU than in the same build's other run, so the ratio of two builds
 // moved between 1.2 and 1.5 from one `make bench` to the next. Two runs at
-// once see the same machine, and their ratio moves by a few percent. The
-// guarantees-on run takes longer and finishes alone on the machine.
+// once see the machine at the same speed while both run. The
+// guarantees-on run takes longer and finishes alone, so a pair's ratio
+// still moves (1.29 to 1.45 over the four pairs of one run); the table
+// gives the ratio of the sums with the least and the greatest pair.
 type Pair struct {
 	On, Off time.Duration
 }
@@ -101,10 +102,10 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 }
 
 // pairRun is one side of a Pair: n Roles created, all Ready, deleted, all
-// gone (every role dropped) with build b, the operator a child process
-// logging to logPath, on servers of the run's own; it returns the CPU the
-// run's processes used, this one's left out (the other side's runs in it
-// too), and waits on informers of its own.
+// gone (every role dropped) with build b, on servers of the run's own, the
+// operator a child process logging to logPath. It waits on informers of
+// its own and returns the CPU its servers and operator used; this
+// process's is left out, since the other side's bench runs in it too.
 func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time.Duration, error) {
 	s, stop, err := s.forRun(ctx)
 	if err != nil {
@@ -122,26 +123,12 @@ func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time
 		return 0, err
 	}
 	defer stopWatch()
-	args := []string{"--kubeconfig", s.ControlPlane.Kubeconfig, "--records-namespace", e.recNS,
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
-	if b.naive {
-		args = append(args, "--naive")
-	}
-	op, err := startOperatorProcess(s.Operator, args, logPath)
+	op, err := startOperatorProcess(s.Operator, operatorArgs(s, e.recNS, b.naive), logPath)
 	if err != nil {
 		return 0, err
 	}
 	defer op.stop()
-	if err := controlplane.WaitEvery(ctx, scalePoll, waitLimit, "the Server Ready", func(ctx context.Context) (bool, error) {
-		if err := op.exited(); err != nil {
-			return false, err
-		}
-		var l v1alpha1.ServerList
-		if err := watch.List(ctx, &l, client.UnsafeDisableDeepCopy); err != nil {
-			return false, err
-		}
-		return readyServers(l.Items, se.nss) == 1, nil
-	}); err != nil {
+	if err := se.waitServers(ctx, watch, op); err != nil {
 		return 0, err
 	}
 	pids := s.ControlPlane.PIDs()
