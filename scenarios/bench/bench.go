@@ -151,8 +151,8 @@ type Lifecycle struct {
 	// requests costs the guarantees CPU.
 	CPURequests time.Duration
 	// SideBySide are the guarantees-on and naive build's runs made at
-	// once (Pair), after the others; none when the Stack cannot give each
-	// run servers of its own.
+	// once (Pair), after the others; none without Stack.NewControlPlane
+	// and Stack.Operator.
 	SideBySide []Pair
 }
 
