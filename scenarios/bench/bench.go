@@ -760,13 +760,16 @@ func readyCount(l *v1alpha1.RoleList) int {
 // PostgreSQL's and this one's, each with its children) have used so far,
 // by process ID: a process named like a stack component but belonging to
 // another stack on the machine is not charged.
-func (s Stack) cpu() (map[string]time.Duration, error) {
+func (s Stack) cpu() (map[string]time.Duration, error) { return s.cpuWith("self", os.Getpid()) }
+
+// cpuWith is cpu with the process pid, under name, in place of this one.
+func (s Stack) cpuWith(name string, pid int) (map[string]time.Duration, error) {
 	if s.ControlPlane == nil || s.Postgres == nil {
 		return nil, errors.New("bench: Stack.ControlPlane and Stack.Postgres are needed to charge CPU to the stack's processes")
 	}
 	pids := s.ControlPlane.PIDs()
 	pids["postgres"] = s.Postgres.PID()
-	pids["self"] = os.Getpid()
+	pids[name] = pid
 	return procstat.CPUOfTrees(pids)
 }
 

@@ -20,6 +20,9 @@ import (
 // and the naive build at once.
 const sideBySidePairs = 4
 
+// pairBuilds are a Pair's two sides, On then Off.
+var pairBuilds = [2]build{guaranteesOn, naiveBuild}
+
 // Pair is one side-by-side run: the guarantees-on and the naive build's
 // lifecycles of the same number of Roles started together, each on a
 // control plane and a PostgreSQL of its own with the operator as a
@@ -79,7 +82,7 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 			cpu  [2]time.Duration
 			errs [2]error
 		)
-		for j, b := range []build{guaranteesOn, naiveBuild} {
+		for j, b := range pairBuilds {
 			bs := s
 			if s.Log != nil {
 				bs.Log = &prefixed{mu: &mu, w: s.Log, prefix: "  [" + b.name + "]"}
@@ -88,7 +91,7 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 			wg.Go(func() { cpu[j], errs[j] = pairRun(ctx, bs, n, b, logPath) })
 		}
 		wg.Wait()
-		for j, b := range []build{guaranteesOn, naiveBuild} {
+		for j, b := range pairBuilds {
 			if errs[j] != nil {
 				return pairs, fmt.Errorf("bench: side by side, %s: %w", b.name, errs[j])
 			}
@@ -131,10 +134,7 @@ func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time
 	if err := se.waitServers(ctx, watch, op); err != nil {
 		return 0, err
 	}
-	pids := s.ControlPlane.PIDs()
-	pids["postgres"] = s.Postgres.PID()
-	pids["operator"] = op.cmd.Process.Pid
-	cpu0, err := procstat.CPUOfTrees(pids)
+	cpu0, err := s.cpuWith("operator", op.cmd.Process.Pid)
 	if err != nil {
 		return 0, err
 	}
@@ -150,7 +150,7 @@ func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time
 	if err := se.waitRoles(ctx, watch, op, "all gone", func(_, total int) bool { return total == 0 }); err != nil {
 		return 0, err
 	}
-	cpu1, err := procstat.CPUOfTrees(pids)
+	cpu1, err := s.cpuWith("operator", op.cmd.Process.Pid)
 	if err != nil {
 		return 0, err
 	}
