@@ -159,6 +159,15 @@ type Lifecycle struct {
 // ExtraCPU is CPUOn - CPUOff: what the guarantees cost the stack.
 func (l Lifecycle) ExtraCPU() time.Duration { return l.CPUOn - l.CPUOff }
 
+// CPUFloor is the lowest CPU ratio to the naive build that a build
+// sending the guarantees' requests can reach: the naive build's CPU plus
+// CPURequests, against the naive build's (both summed over two runs). A
+// CPU target below it cannot be met by cutting anything but those
+// requests.
+func (l Lifecycle) CPUFloor() float64 {
+	return ratio((l.CPUOff + l.CPURequests).Seconds(), l.CPUOff.Seconds())
+}
+
 // Ratio is On / Off.
 func (l Lifecycle) Ratio() float64 { return l.On.Seconds() / l.Off.Seconds() }
 

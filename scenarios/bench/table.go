@@ -55,6 +55,8 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 	return append(rows,
 		row("CPU of the guarantees' own API requests, sent alone\t%s\t%s (on minus naive, same runs)\t%.2f×\t-\t-",
 			secs(l.CPURequests), secs(l.ExtraCPU()), ratio(l.CPURequests.Seconds(), l.ExtraCPU().Seconds())),
+		row("CPU floor of those requests: the naive build's CPU plus theirs\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
+			secs(l.CPUOff+l.CPURequests), secs(l.CPUOff), l.CPUFloor(), TargetCPURatio, yes(l.CPUFloor() <= TargetCPURatio)),
 		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
 			l.Roles, recordsOnly.name, secs(l.RecordsOnly), secs(l.Off), ratio(l.RecordsOnly.Seconds(), l.Off.Seconds())),
 		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",

@@ -23,6 +23,7 @@ func TestBenchAll(t *testing.T) {
 		"API writes per Role lifecycle",
 		"CPU of the stack's processes, guarantees on and naive at once (4 pairs)",
 		"CPU of the guarantees' own API requests, sent alone",
+		"CPU floor of those requests: the naive build's CPU plus theirs",
 		"4 Roles created then deleted, wall, cleanup records alone (no hold)",
 		"4 Roles created then deleted, wall, the hold alone (no records)",
 		"CPU of the stack's processes, cleanup records alone (no hold)",
