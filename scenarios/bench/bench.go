@@ -159,11 +159,13 @@ type Lifecycle struct {
 // ExtraCPU is CPUOn - CPUOff: what the guarantees cost the stack.
 func (l Lifecycle) ExtraCPU() time.Duration { return l.CPUOn - l.CPUOff }
 
-// CPUFloor is the lowest CPU ratio to the naive build that a build
-// sending the guarantees' requests can reach: the naive build's CPU plus
-// CPURequests, against the naive build's (both summed over two runs). A
-// CPU target below it cannot be met by cutting anything but those
-// requests.
+// CPUFloor is the CPU ratio to the naive build that the guarantees'
+// requests make by themselves: the naive build's CPU plus CPURequests,
+// against the naive build's (both summed over two runs). It is the floor
+// as measured alone: amid a run the requests share etcd's commits and
+// connections and may cost less, so a CPU target below it is out of reach
+// of a build that sends them only if that sharing does not make up the
+// difference (ExtraCPU above CPURequests says it did not).
 func (l Lifecycle) CPUFloor() float64 {
 	return ratio((l.CPUOff + l.CPURequests).Seconds(), l.CPUOff.Seconds())
 }
