@@ -83,6 +83,19 @@ func TestBadInput(t *testing.T) {
 	if _, err := bench.RunNamespaceDeletion(t.Context(), bench.Stack{}, -1); err == nil {
 		t.Fatal("RunNamespaceDeletion with -1 Roles succeeded")
 	}
+	if _, err := bench.RunRequests(t.Context(), bench.Stack{}, 0); err == nil {
+		t.Fatal("RunRequests with 0 requests succeeded")
+	}
+}
+
+func TestRunRequests(t *testing.T) {
+	r, err := bench.RunRequests(t.Context(), stack(t), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.N != 8 || r.Record <= 0 || r.Empty <= 0 || r.Reads <= 0 {
+		t.Fatalf("unmeasured: %+v", r)
+	}
 }
 
 // roles is how many Roles one benchmark run uses; FINALE_BENCH_ROLES
@@ -123,6 +136,29 @@ func BenchmarkNamespaceDeletion(b *testing.B) {
 		b.ReportMetric(nd.Gone.Seconds(), "s-namespace-gone")
 		b.ReportMetric(nd.Direct.Seconds(), "s-direct-drop")
 		b.ReportMetric(float64(nd.Roles), "roles")
+	}
+}
+
+// BenchmarkGuaranteeRequests reports the stack's CPU for a cleanup
+// record's write and removal against an empty ConfigMap's create and
+// delete, and against the two live reads before a create: 1,000 of each
+// by default (FINALE_BENCH_REQUESTS). Run it with -benchtime=1x.
+func BenchmarkGuaranteeRequests(b *testing.B) {
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("FINALE_BENCH_REQUESTS")); err == nil && v > 0 {
+		n = v
+	}
+	for b.Loop() {
+		r, err := bench.RunRequests(b.Context(), stack(b), n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		each := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(2*r.N) }
+		b.ReportMetric(each(r.Record), "cpu-ms/record")
+		b.ReportMetric(each(r.Empty), "cpu-ms/empty-configmap")
+		b.ReportMetric(each(r.Reads), "cpu-ms/reads")
+		b.ReportMetric(r.Record.Seconds()/r.Empty.Seconds(), "ratio-record/empty")
+		b.ReportMetric(r.Record.Seconds()/r.Reads.Seconds(), "ratio-record/reads")
 	}
 }
 

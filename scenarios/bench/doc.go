@@ -24,6 +24,9 @@
 //     stack's processes used, summed, and the least and greatest pair.
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
+//   - Requests: a cleanup record's write and removal against an empty
+//     ConfigMap's create and delete and against the two live reads before
+//     a create, N of each on one API server (BenchmarkGuaranteeRequests).
 //   - Scale: each build once at 10,000 Roles across 100 namespaces, the
 //     operator as a process of its own: create to Ready, delete to gone,
 //     the operator's peak RSS, the records' objects and bytes, and the

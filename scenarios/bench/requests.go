@@ -52,27 +52,116 @@ func (e *env) guaranteeRequests(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	return concurrently(ctx, n, func(ctx context.Context, i int) error {
+		srv, err := e.readParent(ctx)
+		if err != nil {
+			return err
+		}
+		return e.writeRecord(ctx, store, i, srv)
+	})
+}
+
+// concurrently calls f for each i below n, as many at once as the
+// operator has workers.
+func concurrently(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(lifecycle.DefaultWorkers)
 	for i := range n {
-		g.Go(func() error {
-			var srv v1alpha1.Server
-			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "pg"}, &srv); err != nil {
-				return err
-			}
-			sec := &metav1.PartialObjectMetadata{}
-			sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-			if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: srv.Spec.CredentialsSecretRef.Name}, sec); err != nil {
-				return err
-			}
-			r := benchRecord(e.ns, fmt.Sprintf("r%d", i), fmt.Sprintf("%s%d", e.prefix, i), &srv)
-			if err := store.Put(ctx, r); err != nil {
-				return err
-			}
-			return store.Delete(ctx, r)
-		})
+		g.Go(func() error { return f(ctx, i) })
 	}
 	return g.Wait()
+}
+
+// readParent reads the run's Server and its credential Secret (metadata
+// only) from the API server, as confirmLive does before a create.
+func (e *env) readParent(ctx context.Context) (*v1alpha1.Server, error) {
+	var srv v1alpha1.Server
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "pg"}, &srv); err != nil {
+		return nil, err
+	}
+	sec := &metav1.PartialObjectMetadata{}
+	sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: srv.Spec.CredentialsSecretRef.Name}, sec); err != nil {
+		return nil, err
+	}
+	return &srv, nil
+}
+
+// writeRecord writes the record of the run's i-th Role of srv and removes
+// it, conditional on its version as Ledger.Cleanup's removal is.
+func (e *env) writeRecord(ctx context.Context, store *ledger.ConfigMapStore, i int, srv *v1alpha1.Server) error {
+	r := benchRecord(e.ns, fmt.Sprintf("r%d", i), fmt.Sprintf("%s%d", e.prefix, i), srv)
+	if err := store.Put(ctx, r); err != nil {
+		return err
+	}
+	return store.Delete(ctx, r)
+}
+
+// Requests is the result of RunRequests: the CPU the stack's processes
+// spent on N of each pair of requests, four at a time, each summed over
+// two rounds.
+type Requests struct {
+	N int
+	// Record is a cleanup record written and removed, as the guarantees
+	// do for each Role; Empty an empty ConfigMap created and deleted, the
+	// cheapest pair of writes; Reads the live reads of a Server and its
+	// Secret that the guarantees make before each create.
+	Record, Empty, Reads time.Duration
+}
+
+// RunRequests measures, on the stack's API server, what a cleanup
+// record's write and removal cost against the same two requests on an
+// empty ConfigMap and against the two live reads: whether a record's
+// size and layout, or each request's fixed cost, is what the records
+// cost. The rounds run in a mirrored order (record, empty, reads, reads,
+// empty, record), so that none profits from its place.
+func RunRequests(ctx context.Context, s Stack, n int) (Requests, error) {
+	if n <= 0 {
+		return Requests{}, fmt.Errorf("bench: %d requests of each kind: give at least one", n)
+	}
+	e, err := s.setup(ctx)
+	if err != nil {
+		return Requests{}, err
+	}
+	defer e.close()
+	store, err := ledger.NewConfigMapStore(e.c, e.recNS)
+	if err != nil {
+		return Requests{}, err
+	}
+	srv, err := e.readParent(ctx)
+	if err != nil {
+		return Requests{}, err
+	}
+	res := Requests{N: n}
+	kinds := []struct {
+		sum *time.Duration
+		f   func(ctx context.Context, i int) error
+	}{
+		{&res.Record, func(ctx context.Context, i int) error { return e.writeRecord(ctx, store, i, srv) }},
+		{&res.Empty, func(ctx context.Context, _ int) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: e.recNS, GenerateName: "finale-bench-"}}
+			if err := e.c.Create(ctx, cm); err != nil {
+				return err
+			}
+			return e.c.Delete(ctx, cm)
+		}},
+		{&res.Reads, func(ctx context.Context, _ int) error { _, err := e.readParent(ctx); return err }},
+	}
+	for _, k := range []int{0, 1, 2, 2, 1, 0} {
+		before, err := s.cpu()
+		if err != nil {
+			return res, err
+		}
+		if err := concurrently(ctx, n, kinds[k].f); err != nil {
+			return res, err
+		}
+		after, err := s.cpu()
+		if err != nil {
+			return res, err
+		}
+		*kinds[k].sum += stackCPU(after, before)
+	}
+	return res, nil
 }
 
 // benchRecord is a record as the reference operator writes one for the
