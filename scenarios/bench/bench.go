@@ -163,9 +163,8 @@ func (l Lifecycle) ExtraCPU() time.Duration { return l.CPUOn - l.CPUOff }
 // requests make by themselves: the naive build's CPU plus CPURequests,
 // against the naive build's (both summed over two runs). It is the floor
 // as measured alone: amid a run the requests share etcd's commits and
-// connections and may cost less, so a CPU target below it is out of reach
-// of a build that sends them only if that sharing does not make up the
-// difference (ExtraCPU above CPURequests says it did not).
+// connections and may cost less; ExtraCPU above CPURequests says that
+// the sharing did not make up the difference.
 func (l Lifecycle) CPUFloor() float64 {
 	return ratio((l.CPUOff + l.CPURequests).Seconds(), l.CPUOff.Seconds())
 }

@@ -14,8 +14,8 @@
 //     profits from its place (a fresher etcd, a warmer API server). After
 //     each guarantees-on run, the API requests the guarantees add are
 //     sent alone on its stack (CPURequests); added to the naive build's
-//     CPU, they give the lowest CPU ratio any build sending them can
-//     reach (CPUFloor). Then
+//     CPU, they give the CPU ratio they make by themselves (CPUFloor).
+//     Then
 //     the guarantees-on and the naive build run side by side, four times
 //     (Pair): both at once, each on servers of its own with the operator
 //     as a process of its own, so that both see the machine at the same

@@ -103,9 +103,9 @@ func (e *env) writeRecord(ctx context.Context, store *ledger.ConfigMapStore, i i
 type Requests struct {
 	N int
 	// Record is a cleanup record written and removed, as the guarantees
-	// do for each Role; Empty an empty ConfigMap created and deleted, the
-	// cheapest pair of writes; Reads the live reads of a Server and its
-	// Secret that the guarantees make before each create.
+	// do for each Role; Empty an empty ConfigMap created and deleted;
+	// Reads the live reads of a Server and its Secret that the guarantees
+	// make before each create.
 	Record, Empty, Reads time.Duration
 }
 
