@@ -783,9 +783,31 @@ func (s Stack) cpuWith(name string, pid int) (map[string]time.Duration, error) {
 	return procstat.CPUOfTrees(pids)
 }
 
+// cpuOf runs f and returns the CPU the stack's processes used meanwhile,
+// by process.
+func (s Stack) cpuOf(f func() error) (map[string]time.Duration, error) {
+	before, err := s.cpu()
+	if err != nil {
+		return nil, err
+	}
+	if err := f(); err != nil {
+		return nil, err
+	}
+	after, err := s.cpu()
+	if err != nil {
+		return nil, err
+	}
+	return procstat.Sub(after, before, 0), nil
+}
+
 func stackCPU(after, before map[string]time.Duration) time.Duration {
+	return sumCPU(procstat.Sub(after, before, 0))
+}
+
+// sumCPU is the CPU of every process in byProcess.
+func sumCPU(byProcess map[string]time.Duration) time.Duration {
 	var sum time.Duration
-	for _, v := range procstat.Sub(after, before, 0) {
+	for _, v := range byProcess {
 		sum += v
 	}
 	return sum

@@ -100,11 +100,15 @@ func TestRunRequests(t *testing.T) {
 
 // roles is how many Roles one benchmark run uses; FINALE_BENCH_ROLES
 // overrides the default.
-func roles() int {
-	if n, err := strconv.Atoi(os.Getenv("FINALE_BENCH_ROLES")); err == nil && n > 0 {
+func roles() int { return count("FINALE_BENCH_ROLES", 200) }
+
+// count is the positive number in the environment variable name, else
+// def.
+func count(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
 		return n
 	}
-	return 200
+	return def
 }
 
 // BenchmarkRoleLifecycle reports the guarantees' cost against the naive
@@ -144,10 +148,7 @@ func BenchmarkNamespaceDeletion(b *testing.B) {
 // delete, and against the two live reads before a create: 1,000 of each
 // by default (FINALE_BENCH_REQUESTS). Run it with -benchtime=1x.
 func BenchmarkGuaranteeRequests(b *testing.B) {
-	n := 1000
-	if v, err := strconv.Atoi(os.Getenv("FINALE_BENCH_REQUESTS")); err == nil && v > 0 {
-		n = v
-	}
+	n := count("FINALE_BENCH_REQUESTS", 1000)
 	for b.Loop() {
 		r, err := bench.RunRequests(b.Context(), stack(b), n)
 		if err != nil {

@@ -15,13 +15,13 @@
 //     each guarantees-on run, the API requests the guarantees add are
 //     sent alone on its stack (CPURequests); added to the naive build's
 //     CPU, they give the CPU ratio they make by themselves (CPUFloor).
-//     Then
-//     the guarantees-on and the naive build run side by side, four times
-//     (Pair): both at once, each on servers of its own with the operator
-//     as a process of its own, so that both see the machine at the same
-//     speed while both run (runs one after the other see it change by
-//     tens of percent); the table gives the ratio of the CPU each
-//     stack's processes used, summed, and the least and greatest pair.
+//     Then the guarantees-on and the naive build run side by side, four
+//     times (Pair): both at once, each on servers of its own with the
+//     operator as a process of its own, so that both see the machine at
+//     the same speed while both run (runs one after the other see it
+//     change by tens of percent); the table gives the ratio of the CPU
+//     each stack's processes used, summed, and the least and greatest
+//     pair.
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
 //   - Requests: a cleanup record's write and removal against an empty

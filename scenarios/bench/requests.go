@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
-	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/ledger"
 	"github.com/finale-dev/finale/lifecycle"
 )
@@ -21,19 +20,12 @@ import (
 // requestsCPU is the CPU the stack's processes spend on
 // guaranteeRequests(n), logged by process.
 func (e *env) requestsCPU(ctx context.Context, n int) (time.Duration, error) {
-	before, err := e.s.cpu()
+	byProcess, err := e.s.cpuOf(func() error { return e.guaranteeRequests(ctx, n) })
 	if err != nil {
 		return 0, err
 	}
-	if err := e.guaranteeRequests(ctx, n); err != nil {
-		return 0, err
-	}
-	after, err := e.s.cpu()
-	if err != nil {
-		return 0, err
-	}
-	e.s.logf("  the guarantees' API requests for %d Roles alone: CPU by process: %v", n, procstat.Sub(after, before, 0))
-	return stackCPU(after, before), nil
+	e.s.logf("  the guarantees' API requests for %d Roles alone: CPU by process: %v", n, byProcess)
+	return sumCPU(byProcess), nil
 }
 
 // guaranteeRequests sends, for each of n Roles, the API requests the
@@ -110,8 +102,8 @@ type Requests struct {
 }
 
 // RunRequests measures, on the stack's API server, what a cleanup
-// record's write and removal cost against the same two requests on an
-// empty ConfigMap and against the two live reads: whether a record's
+// record's write and removal cost against an empty ConfigMap's create and
+// delete and against the two live reads: whether a record's
 // size and layout, or each request's fixed cost, is what the records
 // cost. The rounds run in a mirrored order (record, empty, reads, reads,
 // empty, record), so that none profits from its place.
@@ -148,18 +140,11 @@ func RunRequests(ctx context.Context, s Stack, n int) (Requests, error) {
 		{&res.Reads, func(ctx context.Context, _ int) error { _, err := e.readParent(ctx); return err }},
 	}
 	for _, k := range []int{0, 1, 2, 2, 1, 0} {
-		before, err := s.cpu()
+		byProcess, err := s.cpuOf(func() error { return concurrently(ctx, n, kinds[k].f) })
 		if err != nil {
 			return res, err
 		}
-		if err := concurrently(ctx, n, kinds[k].f); err != nil {
-			return res, err
-		}
-		after, err := s.cpu()
-		if err != nil {
-			return res, err
-		}
-		*kinds[k].sum += stackCPU(after, before)
+		*kinds[k].sum += sumCPU(byProcess)
 	}
 	return res, nil
 }
