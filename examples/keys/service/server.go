@@ -7,8 +7,16 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// CloseGrace is how long Close lets calls in flight finish.
+const CloseGrace = 5 * time.Second
+
+// ErrCallsCut reports that Close ended calls still in flight after
+// CloseGrace.
+var ErrCallsCut = errors.New("service: calls were cut off by Close")
 
 // ErrNotLoopback refuses an address off the loopback interface: the
 // service is an example, with a plain-HTTP API, and listens nowhere else.
@@ -37,6 +45,13 @@ type Server struct {
 	done      chan error
 	closeOnce sync.Once
 	closeErr  error // Close's result; guarded by closeOnce
+
+	// calls is held for reading by every call being served, so that Close
+	// can wait for the last one: a call cut off at the deadline must not
+	// write the keys after a restarted service on the same directory has.
+	calls    sync.RWMutex
+	closed   bool // guarded by calls
+	inFlight atomic.Int64
 }
 
 // Start opens the service with o and serves it on addr, a loopback
@@ -58,7 +73,8 @@ func Start(addr string, o Options) (*Server, error) {
 		return nil, fmt.Errorf("service: %w", err)
 	}
 	srv := &Server{Service: s, URL: "http://" + l.Addr().String(), done: make(chan error, 1),
-		srv: &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{ReadHeaderTimeout: 10 * time.Second}}
+	srv.srv.Handler = http.HandlerFunc(srv.serve)
 	go func() { srv.done <- srv.srv.Serve(l) }()
 	return srv, nil
 }
@@ -66,14 +82,41 @@ func Start(addr string, o Options) (*Server, error) {
 // Addr is the host:port the server listens on.
 func (s *Server) Addr() string { return s.URL[len("http://"):] }
 
-// Close stops serving: new connections are refused, calls in flight get
-// up to five seconds to finish.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.calls.RLock()
+	defer s.calls.RUnlock()
+	if s.closed {
+		fail(w, http.StatusServiceUnavailable, CodeUnavailable, "the service is closing")
+		return
+	}
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	s.Service.ServeHTTP(w, r)
+}
+
+// Close stops serving: new connections are refused, and calls in flight
+// get CloseGrace to finish. Then every connection is closed, including
+// those a client opened and has not sent a call on yet, which are not an
+// error; calls still in flight are, an ErrCallsCut. Close returns once no
+// call is being served, so nothing the closed service does follows it.
 // Closing again returns the first Close's result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), CloseGrace)
 		defer cancel()
-		s.closeErr = s.srv.Shutdown(ctx)
+		err := s.srv.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Shutdown waits for a connection that has sent no call yet
+			// as it does for a call; only the calls are worth reporting.
+			if n := s.inFlight.Load(); n > 0 {
+				s.closeErr = fmt.Errorf("%w: %d still in flight after %s", ErrCallsCut, n, CloseGrace)
+			}
+			err = s.srv.Close()
+		}
+		s.closeErr = errors.Join(s.closeErr, err)
+		s.calls.Lock()
+		s.closed = true
+		s.calls.Unlock()
 		if err := <-s.done; !errors.Is(err, http.ErrServerClosed) {
 			s.closeErr = errors.Join(s.closeErr, err)
 		}

@@ -1,7 +1,9 @@
 package service_test
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -393,5 +395,57 @@ func TestParseMode(t *testing.T) {
 		if got != want || (err != nil) != (want == "") || (err != nil && !errors.Is(err, service.ErrMode)) {
 			t.Errorf("ParseMode(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// A connection a client opened and sent no call on (an HTTP transport
+// dials ahead and may park the connection unused) is no call in flight:
+// Close closes it and succeeds, instead of waiting CloseGrace for it and
+// failing.
+func TestCloseWithAnUnusedConnection(t *testing.T) {
+	s, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close = %v, want nil: the connection carried no call", err)
+	}
+}
+
+// A call still in flight when CloseGrace ends is cut off and reported, and
+// Close returns only once its handler has: nothing the closed service
+// does can follow Close, such as writing the keys after a restart on the
+// same directory.
+func TestCloseCutsACallPastTheGrace(t *testing.T) {
+	s, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The body never comes. The server answers "100 Continue" when the
+	// handler starts reading it: the call is in flight from then on.
+	req := "POST /v1/keys HTTP/1.1\r\nHost: keys\r\nAuthorization: Bearer " + token +
+		"\r\nContent-Type: application/json\r\nContent-Length: 64\r\nExpect: 100-continue\r\n\r\n"
+	if _, err := conn.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("read %q (%v), want the server's 100 Continue", line, err)
+	}
+	if err := s.Close(); !errors.Is(err, service.ErrCallsCut) {
+		t.Fatalf("Close = %v, want a service.ErrCallsCut", err)
+	}
+	if got := len(s.Keys()); got != 0 {
+		t.Errorf("the cut call created %d keys, want none", got)
 	}
 }

@@ -125,6 +125,8 @@ const (
 	// CodeUnsupported answers a call the service's Mode does not offer.
 	CodeUnsupported = "unsupported"
 	CodeInternal    = "internal"
+	// CodeUnavailable answers a call that reaches a Server being closed.
+	CodeUnavailable = "unavailable"
 )
 
 // Messages of the answers that name a Mode's limits.
