@@ -412,6 +412,14 @@ func TestCloseWithAnUnusedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The server accepts connections one after the other and tracks each
+	// before it accepts the next: once a call on a second connection is
+	// answered, the first is tracked, and Shutdown must deal with it.
+	resp, err := http.Get(s.URL + "/v1/identity")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close = %v, want nil: the connection carried no call", err)
 	}
