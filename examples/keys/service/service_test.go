@@ -403,15 +403,7 @@ func TestParseMode(t *testing.T) {
 // Close closes it and succeeds, instead of waiting CloseGrace for it and
 // failing.
 func TestCloseWithAnUnusedConnection(t *testing.T) {
-	s, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	s, _ := startAndDial(t)
 	// The server accepts connections one after the other and tracks each
 	// before it accepts the next: once a call on a second connection is
 	// answered, the first is tracked, and Shutdown must deal with it.
@@ -430,15 +422,7 @@ func TestCloseWithAnUnusedConnection(t *testing.T) {
 // does can follow Close, such as writing the keys after a restart on the
 // same directory.
 func TestCloseCutsACallPastTheGrace(t *testing.T) {
-	s, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	s, conn := startAndDial(t)
 	// The body never comes. The server answers "100 Continue" when the
 	// handler starts reading it: the call is in flight from then on.
 	req := "POST /v1/keys HTTP/1.1\r\nHost: keys\r\nAuthorization: Bearer " + token +
@@ -456,4 +440,21 @@ func TestCloseCutsACallPastTheGrace(t *testing.T) {
 	if got := len(s.Keys()); got != 0 {
 		t.Errorf("the cut call created %d keys, want none", got)
 	}
+}
+
+// startAndDial starts a service that the test closes itself (start's
+// cleanup would report what Close returns) and opens a connection to it.
+func startAndDial(t *testing.T) (*service.Server, net.Conn) {
+	t.Helper()
+	s, err := service.Start("", service.Options{Token: token, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		_ = s.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return s, conn
 }
