@@ -19,7 +19,7 @@ import (
 // creates, deletes and watch, which are the same for both builds.
 type APILoad struct {
 	Requests    map[string]float64 // by verb: LIST, WATCH, GET, POST, ...
-	ByResource  map[string]float64 // by verb and resource: "LIST configmaps"
+	ByResource  map[string]float64 // by verb and resource: "LIST configmaps", "PATCH roles/status"
 	WatchEvents float64
 	Watches     float64
 }
@@ -79,7 +79,11 @@ func ParseAPILoad(text string) (APILoad, error) {
 		switch name {
 		case metricRequests:
 			l.Requests[labels["verb"]] += value
-			l.ByResource[labels["verb"]+" "+labels["resource"]] += value
+			key := labels["verb"] + " " + labels["resource"]
+			if sub := labels["subresource"]; sub != "" {
+				key += "/" + sub
+			}
+			l.ByResource[key] += value
 		case metricWatchEvents:
 			l.WatchEvents += value
 		case metricLongRunning:

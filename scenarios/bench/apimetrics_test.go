@@ -12,13 +12,14 @@ func TestParseAPILoad(t *testing.T) {
 		want    APILoad
 		wantErr bool
 	}{
-		"requests summed by verb, watch events summed, open watches counted, others ignored": {
+		"requests summed by verb and by verb and resource (a subresource after a slash), watch events summed, open watches counted, others ignored": {
 			text: `# HELP apiserver_request_total [STABLE] Counter of apiserver requests
 # TYPE apiserver_request_total counter
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="configmaps",scope="namespace",subresource="",verb="LIST",version="v1"} 12
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="cluster",subresource="",verb="LIST",version="v1"} 3
 apiserver_request_total{code="0",component="apiserver",dry_run="",group="",resource="configmaps",scope="cluster",subresource="",verb="WATCH",version="v1"} 2
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="pg.finale.dev",resource="roles",scope="resource",subresource="",verb="POST",version="v1alpha1"} 1e+04
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="pg.finale.dev",resource="roles",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 7
 apiserver_watch_events_total{group="",resource="configmaps",version="v1"} 40
 apiserver_watch_events_total{group="pg.finale.dev",resource="roles",version="v1alpha1"} 2
 apiserver_longrunning_requests{component="apiserver",group="",resource="configmaps",scope="cluster",subresource="",verb="WATCH",version="v1"} 3
@@ -28,8 +29,8 @@ apiserver_longrunning_requests{component="apiserver",group="pg.finale.dev",resou
 apiserver_request_duration_seconds_bucket{verb="LIST",le="0.1"} 99
 `,
 			want: APILoad{
-				Requests:    map[string]float64{"LIST": 15, "WATCH": 2, "POST": 10000},
-				ByResource:  map[string]float64{"LIST configmaps": 12, "LIST pods": 3, "WATCH configmaps": 2, "POST roles": 10000},
+				Requests:    map[string]float64{"LIST": 15, "WATCH": 2, "POST": 10000, "PATCH": 7},
+				ByResource:  map[string]float64{"LIST configmaps": 12, "LIST pods": 3, "WATCH configmaps": 2, "POST roles": 10000, "PATCH roles/status": 7},
 				WatchEvents: 42, Watches: 5,
 			},
 		},

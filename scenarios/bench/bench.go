@@ -518,6 +518,11 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	if err != nil {
 		return nsRun{}, err
 	}
+	// Read outside the CPU's window: scraping /metrics is the bench's work.
+	load0, err := readAPILoad(ctx, s.Config)
+	if err != nil {
+		return nsRun{}, err
+	}
 	cpu0, err := s.cpu()
 	if err != nil {
 		return nsRun{}, err
@@ -536,8 +541,15 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 		return nsRun{}, err
 	}
 	r.cpu = stackCPU(cpu1, cpu0)
+	load1, err := readAPILoad(ctx, s.Config)
+	if err != nil {
+		return nsRun{}, err
+	}
 	s.logf("  gone after %s, its Roles and Server after %s", r.gone.Round(time.Millisecond), r.content.Round(time.Millisecond))
 	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
+	// Whether a slower machine adds requests (retries, conflicts, another
+	// pass of the namespace controller) or only makes each one dearer.
+	s.logf("  API server requests by verb and resource, the most first: %s", perRole(intCounts(load1.Sub(load0).ByResource), 1))
 	if !naive {
 		return r, env.noRolesLeft(ctx)
 	}
