@@ -41,6 +41,15 @@ func (a APILoad) Sub(b APILoad) APILoad {
 	return d
 }
 
+// logRequests logs l's requests by verb and resource, the most first.
+func (s Stack) logRequests(l APILoad) {
+	counts := make(map[string]int, len(l.ByResource))
+	for k, v := range l.ByResource {
+		counts[k] = int(v)
+	}
+	s.logf("  API server requests by verb and resource, the most first: %s", perRole(counts, 1))
+}
+
 // Metric names read by ParseAPILoad.
 const (
 	metricRequests    = "apiserver_request_total"

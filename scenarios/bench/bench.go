@@ -330,7 +330,7 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 		return run{}, err
 	}
 	s.logf("  all Ready after %s, all gone %s later", ready.Round(time.Millisecond), (wall - ready).Round(time.Millisecond))
-	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
+	cpu := s.logCPU(cpu1, cpu0)
 	byStmt := stmts.since(stmts0)
 	s.logf("  PostgreSQL round trips per Role lifecycle: %.2f (%s); API calls per Role lifecycle: %s",
 		float64(total(byStmt))/float64(n), perRole(byStmt, n), perRole(callCounts(script.Calls()[before:]), n))
@@ -342,7 +342,7 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 		return run{}, err
 	}
 	r := run{
-		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: stackCPU(cpu1, cpu0),
+		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: cpu,
 		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
 	}
 	if b != guaranteesOn {
@@ -540,16 +540,15 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	if err != nil {
 		return nsRun{}, err
 	}
-	r.cpu = stackCPU(cpu1, cpu0)
 	load1, err := readAPILoad(ctx, s.Config)
 	if err != nil {
 		return nsRun{}, err
 	}
 	s.logf("  gone after %s, its Roles and Server after %s", r.gone.Round(time.Millisecond), r.content.Round(time.Millisecond))
-	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
+	r.cpu = s.logCPU(cpu1, cpu0)
 	// Whether a slower machine adds requests (retries, conflicts, another
 	// pass of the namespace controller) or only makes each one dearer.
-	s.logf("  API server requests by verb and resource, the most first: %s", perRole(intCounts(load1.Sub(load0).ByResource), 1))
+	s.logRequests(load1.Sub(load0))
 	if !naive {
 		return r, env.noRolesLeft(ctx)
 	}
@@ -812,8 +811,12 @@ func (s Stack) cpuOf(f func() error) (map[string]time.Duration, error) {
 	return procstat.Sub(after, before, 0), nil
 }
 
-func stackCPU(after, before map[string]time.Duration) time.Duration {
-	return sumCPU(procstat.Sub(after, before, 0))
+// logCPU logs the CPU each of the stack's processes used between two
+// readings, and returns their sum.
+func (s Stack) logCPU(after, before map[string]time.Duration) time.Duration {
+	byProcess := procstat.Sub(after, before, 0)
+	s.logf("  CPU by process: %v", byProcess)
+	return sumCPU(byProcess)
 }
 
 // sumCPU is the CPU of every process in byProcess.

@@ -182,7 +182,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 		return res, err
 	}
 	res.Load = load1.Sub(load0)
-	s.logf("  API server requests by verb and resource, the most first: %s", perRole(intCounts(res.Load.ByResource), 1))
+	s.logRequests(res.Load)
 	if res.PeakRSS, err = procstat.PeakRSS(op.cmd.Process.Pid); err != nil {
 		return res, err
 	}
@@ -192,14 +192,6 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 		return res, err
 	}
 	return res, se.deleteNamespaces(ctx)
-}
-
-func intCounts(m map[string]float64) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = int(v)
-	}
-	return out
 }
 
 // createNamespaces makes n namespaces, each with the admin Secret and a

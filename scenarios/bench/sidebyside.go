@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
-	"github.com/finale-dev/finale/internal/procstat"
 )
 
 // sideBySidePairs is how many times RunLifecycle runs the guarantees-on
@@ -154,8 +153,7 @@ func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time
 	if err != nil {
 		return 0, err
 	}
-	s.logf("  CPU by process: %v", procstat.Sub(cpu1, cpu0, 0))
-	return stackCPU(cpu1, cpu0), e.noRolesLeft(ctx)
+	return s.logCPU(cpu1, cpu0), e.noRolesLeft(ctx)
 }
 
 // prefixed writes each Write (a logf line) after prefix, one writer at a
