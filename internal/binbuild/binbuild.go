@@ -58,14 +58,18 @@ type Spec struct {
 // Path returns the path of the binary name in dir.
 func Path(dir, name string) string { return filepath.Join(dir, name) }
 
-// CacheDir returns $env when set, else <user cache dir>/finale/<name>.
+// CacheDir returns $env when set, else <user cache dir>/finale/<name>. An
+// empty env names no variable: only the user cache directory moves it.
 func CacheDir(env, name string) (string, error) {
 	if d := os.Getenv(env); d != "" {
 		return filepath.Abs(d)
 	}
 	base, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("binbuild: no cache directory (set %s): %w", env, err)
+	switch {
+	case err != nil && env == "":
+		return "", fmt.Errorf("binbuild: no cache directory for %s: %w", name, err)
+	case err != nil:
+		return "", fmt.Errorf("binbuild: no cache directory for %s (set %s): %w", name, env, err)
 	}
 	return filepath.Join(base, "finale", name), nil
 }

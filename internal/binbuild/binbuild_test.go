@@ -135,6 +135,26 @@ func TestCacheDirHonoursEnv(t *testing.T) {
 	}
 }
 
+// TestCacheDirWithoutUserCache: the error names what moves the directory,
+// and no empty variable ("set )").
+func TestCacheDirWithoutUserCache(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("FINALE_TEST_BIN_DIR", "")
+	for env, want := range map[string]string{
+		"":                    "binbuild: no cache directory for x: ",
+		"FINALE_TEST_BIN_DIR": "binbuild: no cache directory for x (set FINALE_TEST_BIN_DIR): ",
+	} {
+		_, err := CacheDir(env, "x")
+		if err == nil {
+			t.Fatalf("CacheDir(%q) found a directory without HOME or XDG_CACHE_HOME", env)
+		}
+		if !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("CacheDir(%q) = %q, want it to start %q", env, err, want)
+		}
+	}
+}
+
 func TestFindModuleFromRepo(t *testing.T) {
 	dir, err := FindModule("tools/kube", "github.com/finale-dev/finale/tools/kube")
 	if err != nil {
