@@ -187,7 +187,7 @@
 //   - A new object waiting for its parent's hold, which usually comes
 //     within moments, gets no condition (and no write) for the first
 //     RetryInterval; a longer wait is reported as WaitingForParentHold.
-//   - Cost, measured by examples/postgres/bench (`finale bench`).
+//   - Cost, measured by scenarios/bench (`make bench`, docs/benchmarks.md).
 //
 // # Threat model
 //

@@ -253,7 +253,7 @@ func (w *world) start(ctx context.Context, script *faultinject.Script) error {
 			RetryInterval:    retryInterval,
 			// The invariants' bounds are tens of seconds: retries stay
 			// within seconds here (production backs off to minutes, which
-			// examples/postgres/bench measures).
+			// scenarios/bench measures).
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, 5*time.Second),
 			Workers:     2,
 			PoolName:    "scenarios",

@@ -23,6 +23,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
@@ -30,6 +31,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/examples/postgres/pgtarget"
 	"github.com/finale-dev/finale/faultinject"
+	"github.com/finale-dev/finale/hold"
 	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/pgserver"
@@ -344,6 +346,10 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 	r := run{
 		wall: wall, writes: float64(lifecycleWrites(script.Calls()[before:])) / float64(n), events: float64(events) / float64(n), cpu: cpu,
 		statements: float64(total(byStmt)) / float64(n), reads: float64(lifecycleReads(script.Calls()[before:])) / float64(n),
+	}
+	// The counts end with the run; the hold lets go after it.
+	if err := env.unheld(ctx); err != nil {
+		return run{}, err
 	}
 	if b != guaranteesOn {
 		return r, nil
@@ -715,6 +721,29 @@ func benchRole(ns string, i int, roleName string) *v1alpha1.Role {
 			DeletionPolicy: v1alpha1.DeletionPolicyDelete,
 		},
 	}
+}
+
+// unheld waits until the hold has let the run's Server and its Secret go,
+// as it does once their last dependent is gone, before the operator
+// stops: a namespace deleted with them still held would stay terminating,
+// retried by the namespace controller for as long as the control plane
+// runs, at a cost to every later run on it.
+func (e *env) unheld(ctx context.Context) error {
+	objs := []client.Object{
+		&v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg-admin"}},
+	}
+	return controlplane.WaitFor(ctx, waitLimit, "the hold to let the run's Server and Secret go", func(ctx context.Context) (bool, error) {
+		for _, o := range objs {
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return false, err
+			}
+			if controllerutil.ContainsFinalizer(o, hold.Finalizer) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func (e *env) noRolesLeft(ctx context.Context) error {

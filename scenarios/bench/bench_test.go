@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -8,8 +9,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/finale-dev/finale/controlplane"
 	"github.com/finale-dev/finale/internal/testenv"
 	"github.com/finale-dev/finale/scenarios/bench"
 )
@@ -74,6 +78,51 @@ func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
 	if nd.Content <= 0 || nd.Content > nd.Gone || nd.NaiveContent <= 0 || nd.NaiveContent > nd.NaiveGone {
 		t.Fatalf("content gone after %s (naive %s), namespace after %s (naive %s): want 0 < content ≤ namespace", nd.Content, nd.NaiveContent, nd.Gone, nd.NaiveGone)
 	}
+}
+
+// TestRunsLeaveNoNamespaceBehind: every run's namespaces go once the run
+// is over. One left terminating (its Server still carrying the stopped
+// operator's finalizer) would be retried by the namespace controller for
+// as long as the control plane runs, costing every later run on it.
+func TestRunsLeaveNoNamespaceBehind(t *testing.T) {
+	s := stack(t)
+	if _, err := bench.RunLifecycle(t.Context(), s, 2); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(s.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all corev1.NamespaceList
+	if err := c.List(t.Context(), &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range all.Items {
+		if !strings.HasPrefix(ns.Name, "finale-bench-") {
+			continue
+		}
+		// Two passes of the namespace controller suffice for an empty
+		// namespace; a minute is many more.
+		if err := controlplane.WaitGone(t.Context(), c, &ns, time.Minute); err != nil {
+			t.Errorf("namespace %s of a finished run: %v; %s", ns.Name, err, conditions(t, c, ns.Name))
+		}
+	}
+}
+
+// conditions says why the namespace name is still there, as its status
+// tells.
+func conditions(t *testing.T, c client.Reader, name string) string {
+	var ns corev1.Namespace
+	if err := c.Get(t.Context(), client.ObjectKey{Name: name}, &ns); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, cond := range ns.Status.Conditions {
+		if cond.Status == corev1.ConditionTrue {
+			out = append(out, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 func TestBadInput(t *testing.T) {
@@ -183,8 +232,9 @@ func outage() time.Duration {
 // BenchmarkServerOutage: 100 Roles on a Server that is down for a window
 // (five minutes by default): connection attempts and API writes with the
 // default per-object backoff against the fixed 2-second retry of before.
+// In scenarios/:
 //
-//	go test -run '^$' -bench ServerOutage -benchtime=1x -timeout 30m ./examples/postgres/bench/
+//	go test -run '^$' -bench ServerOutage -benchtime=1x -timeout 30m ./bench/
 func BenchmarkServerOutage(b *testing.B) {
 	for b.Loop() {
 		o, err := bench.RunOutage(b.Context(), stack(b), 100, outage())
