@@ -690,8 +690,9 @@ func (s Stack) setup(ctx context.Context) (*env, error) {
 	return e, nil
 }
 
-// close deletes the run's namespaces without waiting: with the operator
-// stopped, what they still hold is not this run's business any more.
+// close deletes the run's namespaces without waiting for them to go (a
+// lifecycle run has first seen the hold let its Server and Secret go:
+// unheld).
 func (e *env) close() {
 	ctx := context.Background()
 	for _, ns := range []string{e.ns, e.recNS} {

@@ -81,9 +81,10 @@ func TestNamespaceDeletionDropsEveryRole(t *testing.T) {
 }
 
 // TestRunsLeaveNoNamespaceBehind: every run's namespaces go once the run
-// is over. One left terminating (its Server still carrying the stopped
-// operator's finalizer) would be retried by the namespace controller for
-// as long as the control plane runs, costing every later run on it.
+// is over. One left terminating (its Server and Secret still carrying the
+// hold's finalizer, the operator stopped) would be retried by the
+// namespace controller for as long as the control plane runs, costing
+// every later run on it.
 func TestRunsLeaveNoNamespaceBehind(t *testing.T) {
 	s := stack(t)
 	if _, err := bench.RunLifecycle(t.Context(), s, 2); err != nil {
@@ -101,8 +102,8 @@ func TestRunsLeaveNoNamespaceBehind(t *testing.T) {
 		if !strings.HasPrefix(ns.Name, "finale-bench-") {
 			continue
 		}
-		// Two passes of the namespace controller suffice for an empty
-		// namespace; a minute is many more.
+		// A pass or two of the namespace controller suffice for what a
+		// run leaves (a Server, a Secret); a minute is many more.
 		if err := controlplane.WaitGone(t.Context(), c, &ns, time.Minute); err != nil {
 			t.Errorf("namespace %s of a finished run: %v; %s", ns.Name, err, conditions(t, c, ns.Name))
 		}
