@@ -162,7 +162,11 @@ func count(name string, def int) int {
 }
 
 // BenchmarkRoleLifecycle reports the guarantees' cost against the naive
-// build. Run it with -benchtime=1x.
+// build. Run it with -benchtime=1x. Its runs share one control plane,
+// on which every run costs more than on a control plane of its own, the
+// naive build's most, so its ratios read lower than those of `make
+// bench`, whose runs each get their own and which docs/benchmarks.md
+// reports.
 func BenchmarkRoleLifecycle(b *testing.B) {
 	for b.Loop() {
 		l, err := bench.RunLifecycle(b.Context(), stack(b), roles())
