@@ -730,20 +730,12 @@ func benchRole(ns string, i int, roleName string) *v1alpha1.Role {
 // retried by the namespace controller for as long as the control plane
 // runs, at a cost to every later run on it.
 func (e *env) unheld(ctx context.Context) error {
-	objs := []client.Object{
-		&v1alpha1.Server{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "pg-admin"}},
-	}
 	return controlplane.WaitFor(ctx, waitLimit, "the hold to let the run's Server and Secret go", func(ctx context.Context) (bool, error) {
-		for _, o := range objs {
-			if err := e.c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-				return false, err
-			}
-			if controllerutil.ContainsFinalizer(o, hold.Finalizer) {
-				return false, nil
-			}
+		srv, sec, err := e.readParent(ctx)
+		if err != nil {
+			return false, err
 		}
-		return true, nil
+		return !controllerutil.ContainsFinalizer(srv, hold.Finalizer) && !controllerutil.ContainsFinalizer(sec, hold.Finalizer), nil
 	})
 }
 

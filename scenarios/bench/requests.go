@@ -45,7 +45,7 @@ func (e *env) guaranteeRequests(ctx context.Context, n int) error {
 		return err
 	}
 	return concurrently(ctx, n, func(ctx context.Context, i int) error {
-		srv, err := e.readParent(ctx)
+		srv, _, err := e.readParent(ctx)
 		if err != nil {
 			return err
 		}
@@ -66,17 +66,17 @@ func concurrently(ctx context.Context, n int, f func(ctx context.Context, i int)
 
 // readParent reads the run's Server and its credential Secret (metadata
 // only) from the API server, as confirmLive does before a create.
-func (e *env) readParent(ctx context.Context) (*v1alpha1.Server, error) {
+func (e *env) readParent(ctx context.Context) (*v1alpha1.Server, *metav1.PartialObjectMetadata, error) {
 	var srv v1alpha1.Server
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "pg"}, &srv); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sec := &metav1.PartialObjectMetadata{}
 	sec.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: srv.Spec.CredentialsSecretRef.Name}, sec); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &srv, nil
+	return &srv, sec, nil
 }
 
 // writeRecord writes the record of the run's i-th Role of srv and removes
@@ -120,7 +120,7 @@ func RunRequests(ctx context.Context, s Stack, n int) (Requests, error) {
 	if err != nil {
 		return Requests{}, err
 	}
-	srv, err := e.readParent(ctx)
+	srv, _, err := e.readParent(ctx)
 	if err != nil {
 		return Requests{}, err
 	}
@@ -137,7 +137,7 @@ func RunRequests(ctx context.Context, s Stack, n int) (Requests, error) {
 			}
 			return e.c.Delete(ctx, cm)
 		}},
-		{&res.Reads, func(ctx context.Context, _ int) error { _, err := e.readParent(ctx); return err }},
+		{&res.Reads, func(ctx context.Context, _ int) error { _, _, err := e.readParent(ctx); return err }},
 	}
 	for _, k := range []int{0, 1, 2, 2, 1, 0} {
 		byProcess, err := s.cpuOf(func() error { return concurrently(ctx, n, kinds[k].f) })
