@@ -130,7 +130,9 @@ func outageRun(ctx context.Context, s Stack, n int, window time.Duration, baseli
 		return 0, 0, 0, ctx.Err()
 	case <-t.C:
 	}
-	return dials.Load() - from, passes.Load() - fromPasses, lifecycleWrites(script.Calls()[before:]), nil
+	attempts, reconciles, writes = dials.Load()-from, passes.Load()-fromPasses, lifecycleWrites(script.Calls()[before:])
+	// The counts end with the window; the Roles go after it.
+	return attempts, reconciles, writes, env.letGo(ctx, op.Cache)
 }
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
