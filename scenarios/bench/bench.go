@@ -563,10 +563,11 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	}
 	s.logf("  gone after %s, its Roles and Server after %s", r.gone.Round(time.Millisecond), r.content.Round(time.Millisecond))
 	r.cpu = s.logCPU(cpu1, cpu0)
+	load := load1.Sub(load0)
+	r.requests = load.ByResource
 	// Whether a slower machine adds requests (retries, conflicts, another
 	// pass of the namespace controller) or only makes each one dearer.
-	r.requests = load1.Sub(load0).ByResource
-	s.logRequests(load1.Sub(load0))
+	s.logRequests(load)
 	if !naive {
 		return r, env.noRolesLeft(ctx)
 	}
