@@ -365,7 +365,7 @@ model:
 # PostgreSQL round trips per lifecycle, and with each guarantee alone
 # (records, hold), every build twice in a mirrored order; a namespace of
 # 1,000 Roles deleted with each build, and 10,000 Roles in 100 namespaces
-# with each build, the operator as a process of its own. About 25 minutes
+# with each build, the operator as a process of its own. 21 to 32 minutes
 # on 2 idle cores.
 bench: deps
 	cd scenarios && $(GO) run ./cmd/finale-lab bench -all
