@@ -320,10 +320,7 @@ func lifecycleRun(ctx context.Context, s Stack, n int, b build) (run, error) {
 		return run{}, err
 	}
 	ready := time.Since(start)
-	if err := env.c.DeleteAllOf(ctx, &v1alpha1.Role{}, client.InNamespace(env.ns)); err != nil {
-		return run{}, err
-	}
-	if err := waitRoles(ctx, op.Cache, env.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 }); err != nil {
+	if err := env.deleteAllRoles(ctx, op.Cache); err != nil {
 		return run{}, err
 	}
 	wall := time.Since(start)
@@ -526,12 +523,12 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	if err := waitRoles(ctx, op.Cache, env.ns, "all Ready", func(l *v1alpha1.RoleList) bool { return readyCount(l) == n }); err != nil {
 		return nsRun{}, err
 	}
-	last, err := lastDeleted(ctx, op.Cache, env.ns, &v1alpha1.Role{}, &v1alpha1.Server{})
+	last, err := lastDeleted(ctx, op.Cache, func(o client.Object) bool { return o.GetNamespace() == env.ns }, &v1alpha1.Role{}, &v1alpha1.Server{})
 	if err != nil {
 		return nsRun{}, err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: env.ns}}
-	nsGone, err := deletedAt(ctx, op.Cache, ns)
+	nsGone, err := lastDeleted(ctx, op.Cache, func(o client.Object) bool { return o.GetName() == env.ns }, ns)
 	if err != nil {
 		return nsRun{}, err
 	}
@@ -548,11 +545,10 @@ func namespaceRun(ctx context.Context, s Stack, n int, naive bool) (nsRun, error
 	if err := env.c.Delete(ctx, ns); err != nil {
 		return nsRun{}, err
 	}
-	gone, err := waitTime(ctx, nsGone, "namespace "+env.ns+" to be gone")
-	if err != nil {
+	if err := controlplane.WaitFor(ctx, waitLimit, "namespace "+env.ns+" to be gone", func(context.Context) (bool, error) { return !nsGone().IsZero(), nil }); err != nil {
 		return nsRun{}, err
 	}
-	r := nsRun{gone: gone.Sub(start), content: last().Sub(start)}
+	r := nsRun{gone: nsGone().Sub(start), content: last().Sub(start)}
 	cpu1, err := s.cpu()
 	if err != nil {
 		return nsRun{}, err
@@ -595,17 +591,18 @@ func addHalf(sum, from map[string]float64) {
 	}
 }
 
-// lastDeleted tells when the cache last saw an object of one of kinds in
-// namespace ns deleted: an event handler notes it, so knowing costs the
-// API server nothing and polls nothing.
-func lastDeleted(ctx context.Context, c cache.Cache, ns string, kinds ...client.Object) (func() time.Time, error) {
+// lastDeleted tells when the cache last saw an object of one of kinds
+// deleted that match accepts: an event handler notes it, so knowing costs
+// the API server nothing, where polling for the objects would add
+// requests to the CPU being measured, the more the longer the wait.
+func lastDeleted(ctx context.Context, c cache.Cache, match func(client.Object) bool, kinds ...client.Object) (func() time.Time, error) {
 	var mu sync.Mutex
 	var last time.Time
 	deleted := func(obj any) {
 		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		if o, ok := obj.(client.Object); ok && o.GetNamespace() == ns {
+		if o, ok := obj.(client.Object); ok && match(o) {
 			mu.Lock()
 			last = time.Now()
 			mu.Unlock()
@@ -625,43 +622,6 @@ func lastDeleted(ctx context.Context, c cache.Cache, ns string, kinds ...client.
 		defer mu.Unlock()
 		return last
 	}, nil
-}
-
-// deletedAt gives the time the cache sees obj (by namespace and name)
-// deleted. Like lastDeleted it costs the API server nothing: polling for
-// obj would add requests to the CPU being measured, the more the longer
-// the wait.
-func deletedAt(ctx context.Context, c cache.Cache, obj client.Object) (<-chan time.Time, error) {
-	at := make(chan time.Time, 1)
-	var once sync.Once
-	key := client.ObjectKeyFromObject(obj)
-	inf, err := c.GetInformer(ctx, obj)
-	if err != nil {
-		return nil, err
-	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
-		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
-		if o, ok := o.(client.Object); ok && client.ObjectKeyFromObject(o) == key {
-			once.Do(func() { at <- time.Now() })
-		}
-	}})
-	return at, err
-}
-
-// waitTime returns the time at gives, or fails after waitLimit.
-func waitTime(ctx context.Context, at <-chan time.Time, what string) (time.Time, error) {
-	t := time.NewTimer(waitLimit)
-	defer t.Stop()
-	select {
-	case when := <-at:
-		return when, nil
-	case <-t.C:
-		return time.Time{}, fmt.Errorf("waiting for %s: not within %s", what, waitLimit)
-	case <-ctx.Done():
-		return time.Time{}, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-	}
 }
 
 // dropRolesLeft drops the roles a naive run left behind, and says how many.
@@ -751,8 +711,8 @@ func (s Stack) setup(ctx context.Context) (*env, error) {
 }
 
 // close deletes the run's namespaces without waiting for them to go (a
-// lifecycle run has first seen the hold let its Server and Secret go:
-// unheld).
+// run that stops its operator with the namespace still there has first
+// seen the hold let its Server and Secret go: unheld).
 func (e *env) close() {
 	ctx := context.Background()
 	for _, ns := range []string{e.ns, e.recNS} {
@@ -784,18 +744,12 @@ func benchRole(ns string, i int, roleName string) *v1alpha1.Role {
 	}
 }
 
-// letGo deletes the run's Roles and waits until they are gone and the
-// hold has let the Server and Secret go (unheld), with the operator still
-// running: a run that stops it with Roles left leaves its namespace
-// terminating.
-func (e *env) letGo(ctx context.Context, c client.Reader) error {
+// deleteAllRoles deletes the run's Roles and waits until c shows none.
+func (e *env) deleteAllRoles(ctx context.Context, c client.Reader) error {
 	if err := e.c.DeleteAllOf(ctx, &v1alpha1.Role{}, client.InNamespace(e.ns)); err != nil {
 		return err
 	}
-	if err := waitRoles(ctx, c, e.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 }); err != nil {
-		return err
-	}
-	return e.unheld(ctx)
+	return waitRoles(ctx, c, e.ns, "all gone", func(l *v1alpha1.RoleList) bool { return len(l.Items) == 0 })
 }
 
 // unheld waits until the hold has let the run's Server and its Secret go,

@@ -131,8 +131,12 @@ func outageRun(ctx context.Context, s Stack, n int, window time.Duration, baseli
 	case <-t.C:
 	}
 	attempts, reconciles, writes = dials.Load()-from, passes.Load()-fromPasses, lifecycleWrites(script.Calls()[before:])
-	// The counts end with the window; the Roles go after it.
-	return attempts, reconciles, writes, env.letGo(ctx, op.Cache)
+	// The counts end with the window. The Roles go after it, and the
+	// hold's Server and Secret with them, before the operator stops.
+	if err := env.deleteAllRoles(ctx, op.Cache); err != nil {
+		return 0, 0, 0, err
+	}
+	return attempts, reconciles, writes, env.unheld(ctx)
 }
 
 func clientKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
