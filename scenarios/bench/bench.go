@@ -139,23 +139,21 @@ type Lifecycle struct {
 	// that reached the API server (live reads; cached ones are free).
 	StatementsOn, StatementsOff float64
 	ReadsOn, ReadsOff           float64
-	// RecordsOnly and HoldOnly are the wall times of the builds with one
-	// guarantee each, summed over two runs each like On: cleanup records
-	// without the hold, and the hold without records, both with the
-	// guarantees' pool. CPURecordsOnly and CPUHoldOnly are their CPU.
-	// Against Off, they tell what each guarantee costs.
-	RecordsOnly, HoldOnly       time.Duration
-	CPURecordsOnly, CPUHoldOnly time.Duration
 	// CPURequests is the CPU of the API requests the guarantees add (each
 	// Role's record written and removed, its Server and Secret read live),
 	// sent alone on each guarantees-on run's stack after the run, summed
 	// like CPUOn. Against ExtraCPU it tells whether anything but these
 	// requests costs the guarantees CPU.
 	CPURequests time.Duration
-	// SideBySide are the guarantees-on and naive build's runs made at
-	// once (Pair), after the others; none without Stack.NewControlPlane
-	// and Stack.Operator.
-	SideBySide []Pair
+	// SideBySide are runs of the guarantees-on build and the naive build
+	// made at once (Pair), after the others. SideBySideRecords and
+	// SideBySideHold are the same with one guarantee alone in place of
+	// the guarantees-on build (its Pair.On): cleanup records without the
+	// hold, and the hold without records, both with the guarantees' pool.
+	// Against the naive build at the same time, they tell what each
+	// guarantee costs. None without Stack.NewControlPlane and
+	// Stack.Operator.
+	SideBySide, SideBySideRecords, SideBySideHold []Pair
 }
 
 // ExtraCPU is CPUOn - CPUOff: what the guarantees cost the stack.
@@ -228,7 +226,7 @@ func buildOf(naive bool) build {
 
 // lifecycleOrder runs each build twice, mirrored, so that none profits
 // from its place in the sequence.
-var lifecycleOrder = []build{guaranteesOn, naiveBuild, recordsOnly, holdOnly, holdOnly, recordsOnly, naiveBuild, guaranteesOn}
+var lifecycleOrder = []build{guaranteesOn, naiveBuild, naiveBuild, guaranteesOn}
 
 // RunLifecycle creates then deletes n Roles with each build in
 // lifecycleOrder and returns the sums.
@@ -246,8 +244,8 @@ func RunLifecycle(ctx context.Context, s Stack, n int) (Lifecycle, error) {
 		sums[b] = sums[b].plus(r)
 	}
 	l := lifecycleOf(n, sums)
-	var err error
-	l.SideBySide, err = runSideBySide(ctx, s, n)
+	pairs, err := runSideBySide(ctx, s, n)
+	l.SideBySide, l.SideBySideRecords, l.SideBySideHold = pairs[guaranteesOn], pairs[recordsOnly], pairs[holdOnly]
 	return l, err
 }
 
@@ -263,8 +261,6 @@ func lifecycleOf(n int, sums map[build]run) Lifecycle {
 		EventsOn: on.events / onRuns, EventsOff: off.events / offRuns,
 		StatementsOn: on.statements / onRuns, StatementsOff: off.statements / offRuns,
 		ReadsOn: on.reads / onRuns, ReadsOff: off.reads / offRuns,
-		RecordsOnly: sums[recordsOnly].wall, HoldOnly: sums[holdOnly].wall,
-		CPURecordsOnly: sums[recordsOnly].cpu, CPUHoldOnly: sums[holdOnly].cpu,
 	}
 }
 

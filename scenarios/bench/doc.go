@@ -7,21 +7,21 @@
 //     evicting pool) and once with the naive build of the same operator.
 //     It reports both wall times, their ratio, the API writes per Role
 //     counted at the operator's client, and the CPU the stack's processes
-//     used; and, to tell what each guarantee costs, the same for a build
-//     with cleanup records alone and one with the hold alone. Each build
-//     runs twice, in a mirrored order (on, off, records, hold, hold,
-//     records, off, on), and the times are summed per build, so none
-//     profits from its place (a fresher etcd, a warmer API server). After
-//     each guarantees-on run, the API requests the guarantees add are
-//     sent alone on its stack (CPURequests); added to the naive build's
-//     CPU, they give the CPU ratio they make by themselves (CPUFloor).
-//     Then the guarantees-on and the naive build run side by side, four
-//     times (Pair): both at once, each on servers of its own with the
-//     operator as a process of its own, so that both see the machine at
-//     the same speed while both run (runs one after the other see it
-//     change by tens of percent); the table gives the ratio of the CPU
-//     each stack's processes used, summed, and the least and greatest
-//     pair.
+//     used. Each build runs twice, in a mirrored order (on, off, off,
+//     on), and the times are summed per build, so neither profits from
+//     its place (a fresher etcd, a warmer API server). After each
+//     guarantees-on run, the API requests the guarantees add are sent
+//     alone on its stack (CPURequests); added to the naive build's CPU,
+//     they give the CPU ratio they make by themselves (CPUFloor). Then
+//     builds run side by side with the naive build, four rounds of three
+//     pairs (Pair): the guarantees-on build, and, to tell what each
+//     guarantee costs, a build with cleanup records alone and one with
+//     the hold alone. A pair's two builds run at once, each on servers of
+//     its own with the operator as a process of its own, so that both see
+//     the machine at the same speed while both run (runs one after the
+//     other see it change by tens of percent); the table gives the ratio
+//     of the CPU each stack's processes used, summed, and the least and
+//     greatest pair.
 //   - NamespaceDeletion: a namespace holding N Roles deleted, to gone,
 //     against dropping as many roles directly over one connection.
 //   - Requests: a cleanup record's write and removal against an empty

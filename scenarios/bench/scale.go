@@ -25,6 +25,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 	"github.com/finale-dev/finale/internal/procstat"
 	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
 	"github.com/finale-dev/finale/pgserver"
 )
 
@@ -134,7 +135,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 		return res, err
 	}
 	defer stopWatch()
-	op, err := startOperatorProcess(o.Operator, operatorArgs(s, e.recNS, naive), filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
+	op, err := startOperatorProcess(o.Operator, operatorArgs(s, e.recNS, buildOf(naive)), filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
 	if err != nil {
 		return res, err
 	}
@@ -402,11 +403,17 @@ const operatorStopWait = 30 * time.Second
 
 // operatorArgs are the operator process's arguments on s's control plane,
 // its records in recNS.
-func operatorArgs(s Stack, recNS string, naive bool) []string {
+func operatorArgs(s Stack, recNS string, b build) []string {
 	args := []string{"--kubeconfig", s.ControlPlane.Kubeconfig, "--records-namespace", recNS,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"}
-	if naive {
+	if b.naive {
 		args = append(args, "--naive")
+	}
+	if b.skip&lifecycle.SkipLedger != 0 {
+		args = append(args, "--skip=records")
+	}
+	if b.skip&lifecycle.SkipHold != 0 {
+		args = append(args, "--skip=hold")
 	}
 	return args
 }

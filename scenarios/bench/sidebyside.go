@@ -15,18 +15,21 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/api/v1alpha1"
 )
 
-// sideBySidePairs is how many times RunLifecycle runs the guarantees-on
-// and the naive build at once.
+// sideBySidePairs is how many times RunLifecycle runs each of
+// pairedBuilds and the naive build at once.
 const sideBySidePairs = 4
 
-// pairBuilds are a Pair's two sides, On then Off.
-var pairBuilds = [2]build{guaranteesOn, naiveBuild}
+// pairedBuilds are the builds run side by side with the naive build, in
+// turn within each round, so that a drift of the machine's speed over the
+// rounds reaches all three alike.
+var pairedBuilds = []build{guaranteesOn, recordsOnly, holdOnly}
 
-// Pair is one side-by-side run: the guarantees-on and the naive build's
-// lifecycles of the same number of Roles started together, each on a
-// control plane and a PostgreSQL of its own with the operator as a
-// process of its own, and the CPU each stack's processes used (API
-// server, etcd, controller manager, PostgreSQL, the operator).
+// Pair is one side-by-side run: the lifecycles of the same number of
+// Roles with a build that has guarantees (On: all of them, or one alone)
+// and with the naive build (Off), started together, each on a control
+// plane and a PostgreSQL of its own with the operator as a process of its
+// own, and the CPU each stack's processes used (API server, etcd,
+// controller manager, PostgreSQL, the operator).
 //
 // Runs one after the other on this kind of machine see its speed change
 // between them: in one sequence every process of a run used about 30%
@@ -58,11 +61,12 @@ func SideBySide(pairs []Pair) (sum Pair, least, most float64) {
 	return sum, least, most
 }
 
-// runSideBySide runs sideBySidePairs pairs. Each run needs servers of its
+// runSideBySide runs sideBySidePairs rounds of one Pair for each of
+// pairedBuilds, and returns them by build. Each run needs servers of its
 // own (Stack.NewControlPlane: two operators on one API server would each
 // reconcile the other's Roles) and the operator's command
 // (Stack.Operator).
-func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
+func runSideBySide(ctx context.Context, s Stack, n int) (map[build][]Pair, error) {
 	if s.NewControlPlane == nil || s.Operator == nil {
 		s.logf("side by side: skipped, it needs Stack.NewControlPlane and Stack.Operator")
 		return nil, nil
@@ -72,35 +76,46 @@ func runSideBySide(ctx context.Context, s Stack, n int) ([]Pair, error) {
 		return nil, err
 	}
 	s.logf("-- the side-by-side operators' logs: %s (kept if a run fails)", dir)
-	var pairs []Pair
+	pairs := map[build][]Pair{}
 	for i := range sideBySidePairs {
-		s.logf("side by side %d/%d: %d Roles, %s and %s at once", i+1, sideBySidePairs, n, guaranteesOn.name, naiveBuild.name)
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			cpu  [2]time.Duration
-			errs [2]error
-		)
-		for j, b := range pairBuilds {
-			bs := s
-			if s.Log != nil {
-				bs.Log = &prefixed{mu: &mu, w: s.Log, prefix: "  [" + b.name + "]"}
+		for _, b := range pairedBuilds {
+			s.logf("side by side %d/%d: %d Roles, %s and %s at once", i+1, sideBySidePairs, n, b.name, naiveBuild.name)
+			p, err := runPair(ctx, s, n, [2]build{b, naiveBuild}, dir, i+1)
+			if err != nil {
+				return pairs, err
 			}
-			logPath := filepath.Join(dir, fmt.Sprintf("operator-%d-%s.log", i+1, strings.ReplaceAll(b.name, " ", "-")))
-			wg.Go(func() { cpu[j], errs[j] = pairRun(ctx, bs, n, b, logPath) })
+			s.logf("  CPU of each stack's processes: %s with %s, %s naive: %.2f×", p.On.Round(10*time.Millisecond), b.name, p.Off.Round(10*time.Millisecond), p.Ratio())
+			pairs[b] = append(pairs[b], p)
 		}
-		wg.Wait()
-		for j, b := range pairBuilds {
-			if errs[j] != nil {
-				return pairs, fmt.Errorf("bench: side by side, %s: %w", b.name, errs[j])
-			}
-		}
-		p := Pair{On: cpu[0], Off: cpu[1]}
-		s.logf("  CPU of each stack's processes: %s with the guarantees on, %s naive: %.2f×", p.On.Round(10*time.Millisecond), p.Off.Round(10*time.Millisecond), p.Ratio())
-		pairs = append(pairs, p)
 	}
 	_ = os.RemoveAll(dir) // the table is the output; the logs only explain a failure
 	return pairs, nil
+}
+
+// runPair runs the two builds at once (Pair.On the first), each operator
+// logging to a file of round's in dir.
+func runPair(ctx context.Context, s Stack, n int, builds [2]build, dir string, round int) (Pair, error) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		cpu  [2]time.Duration
+		errs [2]error
+	)
+	for j, b := range builds {
+		bs := s
+		if s.Log != nil {
+			bs.Log = &prefixed{mu: &mu, w: s.Log, prefix: "  [" + b.name + "]"}
+		}
+		logPath := filepath.Join(dir, fmt.Sprintf("operator-%d-%s.log", round, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(b.name)))
+		wg.Go(func() { cpu[j], errs[j] = pairRun(ctx, bs, n, b, logPath) })
+	}
+	wg.Wait()
+	for j, b := range builds {
+		if errs[j] != nil {
+			return Pair{}, fmt.Errorf("bench: side by side, %s: %w", b.name, errs[j])
+		}
+	}
+	return Pair{On: cpu[0], Off: cpu[1]}, nil
 }
 
 // pairRun is one side of a Pair: n Roles created, all Ready, deleted, all
@@ -125,7 +140,7 @@ func pairRun(ctx context.Context, s Stack, n int, b build, logPath string) (time
 		return 0, err
 	}
 	defer stopWatch()
-	op, err := startOperatorProcess(s.Operator, operatorArgs(s, e.recNS, b.naive), logPath)
+	op, err := startOperatorProcess(s.Operator, operatorArgs(s, e.recNS, b), logPath)
 	if err != nil {
 		return 0, err
 	}

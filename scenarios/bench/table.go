@@ -52,19 +52,22 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 		rows = append(rows, row("CPU of the stack's processes, guarantees on and naive at once (%d pairs)\t%s\t%s (naive build, same time)\t%.2f× (pairs %.2f× to %.2f×)\t≤ %.2f×\t%s",
 			len(l.SideBySide), secs(sum.On), secs(sum.Off), sum.Ratio(), least, most, TargetCPURatio, yes(sum.Ratio() <= TargetCPURatio)))
 	}
+	for _, alone := range []struct {
+		b     build
+		pairs []Pair
+	}{{recordsOnly, l.SideBySideRecords}, {holdOnly, l.SideBySideHold}} {
+		if len(alone.pairs) == 0 {
+			continue
+		}
+		sum, least, most := SideBySide(alone.pairs)
+		rows = append(rows, row("CPU of the stack's processes, %s and naive at once (%d pairs)\t%s\t%s (naive build, same time)\t%.2f× (pairs %.2f× to %.2f×)\t-\t-",
+			alone.b.name, len(alone.pairs), secs(sum.On), secs(sum.Off), sum.Ratio(), least, most))
+	}
 	return append(rows,
 		row("CPU of the guarantees' own API requests, sent alone\t%s\t%s (on minus naive, same runs)\t%.2f×\t-\t-",
 			secs(l.CPURequests), secs(l.ExtraCPU()), ratio(l.CPURequests.Seconds(), l.ExtraCPU().Seconds())),
 		row("CPU floor of those requests: the naive build's CPU plus theirs\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			secs(l.CPUOff+l.CPURequests), secs(l.CPUOff), l.CPUFloor(), TargetCPURatio, yes(l.CPUFloor() <= TargetCPURatio)),
-		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			l.Roles, recordsOnly.name, secs(l.RecordsOnly), secs(l.Off), ratio(l.RecordsOnly.Seconds(), l.Off.Seconds())),
-		row("%d Roles created then deleted, wall, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			l.Roles, holdOnly.name, secs(l.HoldOnly), secs(l.Off), ratio(l.HoldOnly.Seconds(), l.Off.Seconds())),
-		row("CPU of the stack's processes, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			recordsOnly.name, secs(l.CPURecordsOnly), secs(l.CPUOff), ratio(l.CPURecordsOnly.Seconds(), l.CPUOff.Seconds())),
-		row("CPU of the stack's processes, %s\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			holdOnly.name, secs(l.CPUHoldOnly), secs(l.CPUOff), ratio(l.CPUHoldOnly.Seconds(), l.CPUOff.Seconds())),
 		row("PostgreSQL round trips per Role lifecycle\t%.2f\t%.2f (naive build)\t%+.2f\t-\t-",
 			l.StatementsOn, l.StatementsOff, l.StatementsOn-l.StatementsOff),
 		row("API reads through the operator's client per Role lifecycle\t%.2f\t%.2f (naive build)\t%+.2f\t-\t-",

@@ -31,6 +31,7 @@ import (
 	"github.com/finale-dev/finale/examples/postgres/controller"
 	"github.com/finale-dev/finale/fence"
 	"github.com/finale-dev/finale/ledger"
+	"github.com/finale-dev/finale/lifecycle"
 )
 
 // LeaderElectionID names the election's Lease, in the records namespace.
@@ -65,6 +66,7 @@ type Settings struct {
 	watchNamespaces []string
 	workers         int
 	naive           bool
+	skip            lifecycle.Guarantee
 	holdTimeout     time.Duration
 	callTimeout     time.Duration
 	connectTimeout  time.Duration
@@ -120,6 +122,19 @@ func NewFlags() (*flag.FlagSet, *Settings) {
 	})
 	fs.IntVar(&s.workers, "workers", 4, "concurrent reconciles per kind")
 	fs.BoolVar(&s.naive, "naive", false, "switch the guarantees off (no records, no hold, no eviction, no fence): for comparisons only")
+	fs.Func("skip", "comma-separated guarantees to switch off alone, records or hold (the pool and the fence stay): for comparisons only, so that a benchmark can tell what each costs", func(v string) error {
+		for _, g := range strings.Split(v, ",") {
+			switch strings.TrimSpace(g) {
+			case "records":
+				s.skip |= lifecycle.SkipLedger
+			case "hold":
+				s.skip |= lifecycle.SkipHold
+			default:
+				return fmt.Errorf("%q is not a guarantee --skip switches off: records or hold", g)
+			}
+		}
+		return nil
+	})
 	fs.DurationVar(&s.holdTimeout, "hold-timeout", 0, "bound of a Server's deletion hold; 0 is the default (10m)")
 	fs.DurationVar(&s.callTimeout, "call-timeout", 0, "bound of each PostgreSQL call; a call over it evicts its connection; 0 is the default (30s)")
 	fs.DurationVar(&s.connectTimeout, "connect-timeout", 0, "bound of each connection attempt to PostgreSQL; 0 is the default")
@@ -313,7 +328,7 @@ func (s *Settings) NewManager(cfg *rest.Config, opts ctrl.Options) (ctrl.Manager
 		}
 	}
 	o := controller.Options{
-		RecordsNamespace: s.recordsNS, Naive: s.naive, Workers: s.workers, HoldTimeout: s.holdTimeout,
+		RecordsNamespace: s.recordsNS, Naive: s.naive, Skip: s.skip, Workers: s.workers, HoldTimeout: s.holdTimeout,
 		CallTimeout: s.callTimeout, ConnectTimeout: s.connectTimeout,
 		SweepSettle: s.sweepSettle, SweepInterval: s.sweepEvery, SweepClockSkew: s.sweepSkew, SweepClaimGrace: s.sweepClaimGrace, SweepServers: s.sweepServers, SweepTrustedHosts: s.sweepTrusted, KeySecret: s.keySecret,
 		AllowedServers: s.allowedServers,

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/finale-dev/finale/lifecycle"
 )
 
 // Bad election timings and fence margins are flag errors, reported before
@@ -79,6 +81,39 @@ func TestParseTimeouts(t *testing.T) {
 	}
 	if s.callTimeout != 2*time.Second || s.connectTimeout != time.Second {
 		t.Errorf("timeouts = %s, %s; want 2s, 1s", s.callTimeout, s.connectTimeout)
+	}
+}
+
+// --skip switches single guarantees off by name, for the benchmarks; a
+// name it does not know is a flag error naming it and the two it knows.
+func TestSkipFlag(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		want lifecycle.Guarantee
+		err  string
+	}{
+		"unset":          {want: 0},
+		"records":        {args: []string{"--skip=records"}, want: lifecycle.SkipLedger},
+		"hold":           {args: []string{"--skip=hold"}, want: lifecycle.SkipHold},
+		"both, repeated": {args: []string{"--skip=records, hold", "--skip=hold"}, want: lifecycle.SkipLedger | lifecycle.SkipHold},
+		"unknown":        {args: []string{"--skip=watchdog"}, err: `"watchdog" is not a guarantee --skip switches off: records or hold`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := Parse(append([]string{"--records-namespace=ns"}, tc.args...))
+			if tc.err != "" {
+				if !errors.Is(err, ErrFlags) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Parse = %v, want ErrFlags with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.skip != tc.want {
+				t.Errorf("skip = %b, want %b", s.skip, tc.want)
+			}
+		})
 	}
 }
 
