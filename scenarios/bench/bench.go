@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,6 +217,11 @@ var (
 	recordsOnly  = build{name: "cleanup records alone (no hold)", skip: lifecycle.SkipHold}
 	holdOnly     = build{name: "the hold alone (no records)", skip: lifecycle.SkipLedger}
 )
+
+// fileName is b's name as a part of a file name: the operator's log's.
+func (b build) fileName() string {
+	return strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(b.name)
+}
 
 func buildOf(naive bool) build {
 	if naive {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -126,7 +125,8 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 	defer e.close()
 	se := &scaleEnv{env: e}
 	defer se.closeNamespaces()
-	s.logf("scale, %s: %d namespaces of %d Roles", buildOf(naive).name, o.Namespaces, o.PerNamespace)
+	b := buildOf(naive)
+	s.logf("scale, %s: %d namespaces of %d Roles", b.name, o.Namespaces, o.PerNamespace)
 	if err := se.createNamespaces(ctx, o.Namespaces); err != nil {
 		return res, err
 	}
@@ -135,7 +135,7 @@ func scaleRun(ctx context.Context, s Stack, o ScaleOptions, naive bool) (ScaleRu
 		return res, err
 	}
 	defer stopWatch()
-	op, err := startOperatorProcess(o.Operator, operatorArgs(s, e.recNS, buildOf(naive)), filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", strings.ReplaceAll(buildOf(naive).name, " ", "-"))))
+	op, err := startOperatorProcess(o.Operator, operatorArgs(s, e.recNS, b), filepath.Join(o.Dir, fmt.Sprintf("operator-%s.log", b.fileName())))
 	if err != nil {
 		return res, err
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +34,8 @@ var pairedBuilds = []build{guaranteesOn, recordsOnly, holdOnly}
 // between them: in one sequence every process of a run used about 30%
 // more CPU than in the same build's other run, so the ratio of two builds
 // moved between 1.2 and 1.5 from one `make bench` to the next. Two runs at
-// once see the machine at the same speed while both run. The
-// guarantees-on run takes longer and finishes alone, so a pair's ratio
+// once see the machine at the same speed while both run. The build
+// with guarantees takes longer and finishes alone, so a pair's ratio
 // still moves (1.29 to 1.45 over the four pairs of one run); the table
 // gives the ratio of the sums with the least and the greatest pair.
 type Pair struct {
@@ -106,7 +105,7 @@ func runPair(ctx context.Context, s Stack, n int, builds [2]build, dir string, r
 		if s.Log != nil {
 			bs.Log = &prefixed{mu: &mu, w: s.Log, prefix: "  [" + b.name + "]"}
 		}
-		logPath := filepath.Join(dir, fmt.Sprintf("operator-%d-%s.log", round, strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(b.name)))
+		logPath := filepath.Join(dir, fmt.Sprintf("operator-%d-%s.log", round, b.fileName()))
 		wg.Go(func() { cpu[j], errs[j] = pairRun(ctx, bs, n, b, logPath) })
 	}
 	wg.Wait()
