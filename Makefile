@@ -360,13 +360,14 @@ model:
 # figure beside its baseline from the same run and its target, each part
 # on a fresh stack: the sweeper's pass over 100,000 records against a bare
 # paginated LIST of them (its setup, 100,000 owners and records, is outside
-# the figures), 1,000 Roles created then deleted with the guarantees on
-# and as the naive build with their CPU, API writes and reads and
-# PostgreSQL round trips per lifecycle, each build twice in a mirrored
-# order, then side by side with the naive build, with all guarantees and
-# with each alone (records, hold); a namespace of 1,000 Roles deleted with
-# each build, and 10,000 Roles in 100 namespaces with each build, the
-# operator as a process of its own. 21 to 32 minutes on 2 idle cores.
+# the figures), 1,000 Roles created then deleted with the guarantees on,
+# with the hold alone and as the naive build with their CPU, API writes
+# and reads and PostgreSQL round trips per lifecycle, each build twice in
+# a mirrored order, then side by side with the naive build, with all
+# guarantees and with each alone (records, hold); a namespace of 1,000
+# Roles deleted with each build, and 10,000 Roles in 100 namespaces with
+# each build, the operator as a process of its own. 21 to 32 minutes on 2
+# idle cores.
 bench: deps
 	cd scenarios && $(GO) run ./cmd/finale-lab bench -all
 

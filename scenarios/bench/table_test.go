@@ -11,7 +11,7 @@ import (
 
 func TestWriteTable(t *testing.T) {
 	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second,
-		StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
+		Hold: 31500 * time.Millisecond, CPUHold: 63 * time.Second, StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
 		CPURequests: 6 * time.Second, SideBySide: []Pair{{On: 26 * time.Second, Off: 20 * time.Second}, {On: 27 * time.Second, Off: 21 * time.Second}},
 		SideBySideRecords: []Pair{{On: 24 * time.Second, Off: 20 * time.Second}, {On: 25 * time.Second, Off: 21 * time.Second}},
 		SideBySideHold:    []Pair{{On: 22 * time.Second, Off: 20 * time.Second}, {On: 24 * time.Second, Off: 21 * time.Second}}}
@@ -37,6 +37,8 @@ func TestWriteTable(t *testing.T) {
 		{"API writes per Role lifecycle", "5.00", "3.40 (naive build)", "+1.60", "≤ +2", "yes"},
 		{"API writes per Role lifecycle, Events included", "6.00 (1.00 Events)", "4.90 (naive build, 1.50 Events)", "+1.10", "≤ 6", "yes"},
 		{"CPU of the stack's processes, same runs", "66.00 s", "60.00 s (naive build)", "1.10×", "≤ 1.25×", "yes"},
+		{"1000 Roles created then deleted, the hold alone (no records), wall (2 runs each)", "31.50 s", "30.00 s (naive build)", "1.05×", "-", "-"},
+		{"CPU of the stack's processes, the hold alone (no records), same runs", "63.00 s", "60.00 s (naive build)", "1.05×", "-", "-"},
 		{"CPU of the stack's processes, guarantees on and naive at once (2 pairs)", "53.00 s", "41.00 s (naive build, same time)", "1.29× (pairs 1.29× to 1.30×)", "≤ 1.25×", "no"},
 		{"CPU of the stack's processes, cleanup records alone (no hold) and naive at once (2 pairs)", "49.00 s", "41.00 s (naive build, same time)", "1.20× (pairs 1.19× to 1.20×)", "-", "-"},
 		{"CPU of the stack's processes, the hold alone (no records) and naive at once (2 pairs)", "46.00 s", "41.00 s (naive build, same time)", "1.12× (pairs 1.10× to 1.14×)", "-", "-"},

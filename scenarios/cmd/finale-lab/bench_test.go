@@ -21,6 +21,8 @@ func TestBenchAll(t *testing.T) {
 	for _, want := range []string{
 		"4 Roles created then deleted, wall (2 runs each)",
 		"API writes per Role lifecycle",
+		"4 Roles created then deleted, the hold alone (no records), wall (2 runs each)",
+		"CPU of the stack's processes, the hold alone (no records), same runs",
 		"CPU of the stack's processes, guarantees on and naive at once (4 pairs)",
 		"CPU of the guarantees' own API requests, sent alone",
 		"CPU floor of those requests: the naive build's CPU plus theirs",
@@ -40,14 +42,14 @@ func TestBenchAll(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
-	// Four lifecycle runs (two builds, twice each), twelve pairs side by
+	// Six lifecycle runs (three builds, twice each), twelve pairs side by
 	// side (three builds against the naive build, four times) and four
 	// namespace deletions, each on servers of its own; the direct drops
 	// need PostgreSQL alone.
-	if n, want := strings.Count(out.String(), "on a control plane of its own"), 32; n != want {
+	if n, want := strings.Count(out.String(), "on a control plane of its own"), 34; n != want {
 		t.Errorf("%d runs on a control plane of their own, want %d:\n%s", n, want, out.String())
 	}
-	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 33; n != want {
+	if n, want := strings.Count(out.String(), "on a PostgreSQL of its own"), 35; n != want {
 		t.Errorf("%d runs on a PostgreSQL of their own, want %d:\n%s", n, want, out.String())
 	}
 	if n := strings.Count(out.String(), "\nbenchmark "); n != 1 {
