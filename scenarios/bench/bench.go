@@ -134,11 +134,11 @@ type Lifecycle struct {
 	// etcd, controller manager, PostgreSQL, this process) used, summed like
 	// the wall times.
 	CPUOn, CPUOff time.Duration
-	// Hold and CPUHold are the same for the hold alone (no records, the
-	// guarantees' pool), in the same sequence: what a build whose cleanup
-	// records cost the API server nothing would come to, by the targets'
-	// own measure.
-	Hold, CPUHold time.Duration
+	// HoldOnly and CPUHoldOnly are the same for the hold alone (no
+	// records, the guarantees' pool), in the same sequence: what a build
+	// whose cleanup records cost the API server nothing would come to, by
+	// the targets' own measure.
+	HoldOnly, CPUHoldOnly time.Duration
 	// StatementsOn and StatementsOff are the PostgreSQL round trips per
 	// Role lifecycle (every statement the operator's sessions sent);
 	// ReadsOn and ReadsOff the API reads through the operator's client
@@ -268,7 +268,7 @@ func lifecycleOf(n int, sums map[build]run) Lifecycle {
 	return Lifecycle{
 		Roles: n,
 		On:    on.wall, Off: off.wall, CPUOn: on.cpu, CPUOff: off.cpu, CPURequests: on.requestsCPU,
-		Hold: hold.wall, CPUHold: hold.cpu,
+		HoldOnly: hold.wall, CPUHoldOnly: hold.cpu,
 		WritesOn: on.writes / onRuns, WritesOff: off.writes / offRuns,
 		EventsOn: on.events / onRuns, EventsOff: off.events / offRuns,
 		StatementsOn: on.statements / onRuns, StatementsOff: off.statements / offRuns,

@@ -194,8 +194,8 @@ func BenchmarkRoleLifecycle(b *testing.B) {
 		b.ReportMetric(l.WritesOn, "writes/role-on")
 		b.ReportMetric(l.WritesOff, "writes/role-off")
 		b.ReportMetric(l.CPUOn.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-on/off")
-		b.ReportMetric(l.Hold.Seconds()/l.Off.Seconds(), "ratio-hold/off")
-		b.ReportMetric(l.CPUHold.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-hold/off")
+		b.ReportMetric(l.HoldOnly.Seconds()/l.Off.Seconds(), "ratio-hold/off")
+		b.ReportMetric(l.CPUHoldOnly.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-hold/off")
 		b.ReportMetric(float64(l.Roles), "roles")
 	}
 }

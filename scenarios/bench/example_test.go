@@ -11,7 +11,7 @@ import (
 // config and a PostgreSQL server); LifecycleRows are their figures, which WriteTable prints.
 func ExampleWriteTable() {
 	l := bench.Lifecycle{Roles: 1000, On: 34900 * time.Millisecond, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3, EventsOn: 1, EventsOff: 1,
-		CPUOn: 68 * time.Second, CPUOff: 58 * time.Second, Hold: 32 * time.Second, CPUHold: 63 * time.Second, StatementsOn: 9, StatementsOff: 9, ReadsOn: 3, ReadsOff: 2,
+		CPUOn: 68 * time.Second, CPUOff: 58 * time.Second, HoldOnly: 32 * time.Second, CPUHoldOnly: 63 * time.Second, StatementsOn: 9, StatementsOff: 9, ReadsOn: 3, ReadsOff: 2,
 		CPURequests: 9 * time.Second, SideBySide: []bench.Pair{{On: 26 * time.Second, Off: 20 * time.Second}, {On: 27 * time.Second, Off: 21 * time.Second}},
 		SideBySideRecords: []bench.Pair{{On: 24 * time.Second, Off: 20 * time.Second}, {On: 25 * time.Second, Off: 21 * time.Second}},
 		SideBySideHold:    []bench.Pair{{On: 22 * time.Second, Off: 20 * time.Second}, {On: 23 * time.Second, Off: 21 * time.Second}}}

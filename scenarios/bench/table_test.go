@@ -11,7 +11,7 @@ import (
 
 func TestWriteTable(t *testing.T) {
 	l := Lifecycle{Roles: 1000, On: 33 * time.Second, Off: 30 * time.Second, WritesOn: 5, WritesOff: 3.4, EventsOn: 1, EventsOff: 1.5, CPUOn: 66 * time.Second, CPUOff: 60 * time.Second,
-		Hold: 31500 * time.Millisecond, CPUHold: 63 * time.Second, StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
+		HoldOnly: 31500 * time.Millisecond, CPUHoldOnly: 63 * time.Second, StatementsOn: 8, StatementsOff: 8.5, ReadsOn: 3.5, ReadsOff: 3.6,
 		CPURequests: 6 * time.Second, SideBySide: []Pair{{On: 26 * time.Second, Off: 20 * time.Second}, {On: 27 * time.Second, Off: 21 * time.Second}},
 		SideBySideRecords: []Pair{{On: 24 * time.Second, Off: 20 * time.Second}, {On: 25 * time.Second, Off: 21 * time.Second}},
 		SideBySideHold:    []Pair{{On: 22 * time.Second, Off: 20 * time.Second}, {On: 24 * time.Second, Off: 21 * time.Second}}}
