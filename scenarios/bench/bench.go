@@ -178,6 +178,18 @@ func (l Lifecycle) CPUFloor() float64 {
 // Ratio is On / Off.
 func (l Lifecycle) Ratio() float64 { return l.On.Seconds() / l.Off.Seconds() }
 
+// CPURatio is CPUOn / CPUOff.
+func (l Lifecycle) CPURatio() float64 { return l.CPUOn.Seconds() / l.CPUOff.Seconds() }
+
+// HoldOnlyRatio is HoldOnly / Off: the hold alone's wall time against
+// the naive build's.
+func (l Lifecycle) HoldOnlyRatio() float64 { return ratio(l.HoldOnly.Seconds(), l.Off.Seconds()) }
+
+// CPUHoldOnlyRatio is CPUHoldOnly / CPUOff.
+func (l Lifecycle) CPUHoldOnlyRatio() float64 {
+	return ratio(l.CPUHoldOnly.Seconds(), l.CPUOff.Seconds())
+}
+
 // ExtraWrites is WritesOn - WritesOff.
 func (l Lifecycle) ExtraWrites() float64 { return l.WritesOn - l.WritesOff }
 

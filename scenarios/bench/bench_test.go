@@ -193,9 +193,9 @@ func BenchmarkRoleLifecycle(b *testing.B) {
 		b.ReportMetric(l.Ratio(), "ratio-on/off")
 		b.ReportMetric(l.WritesOn, "writes/role-on")
 		b.ReportMetric(l.WritesOff, "writes/role-off")
-		b.ReportMetric(l.CPUOn.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-on/off")
-		b.ReportMetric(l.HoldOnly.Seconds()/l.Off.Seconds(), "ratio-hold/off")
-		b.ReportMetric(l.CPUHoldOnly.Seconds()/l.CPUOff.Seconds(), "cpu-ratio-hold/off")
+		b.ReportMetric(l.CPURatio(), "cpu-ratio-on/off")
+		b.ReportMetric(l.HoldOnlyRatio(), "ratio-hold/off")
+		b.ReportMetric(l.CPUHoldOnlyRatio(), "cpu-ratio-hold/off")
 		b.ReportMetric(float64(l.Roles), "roles")
 	}
 }

@@ -36,7 +36,7 @@ func WriteTable(w io.Writer, rows ...[]Row) error {
 
 // LifecycleRows are the figures of RunLifecycle and RunNamespaceDeletion.
 func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
-	cpu := l.CPUOn.Seconds() / l.CPUOff.Seconds()
+	cpu := l.CPURatio()
 	rows := []Row{
 		row("%d Roles created then deleted, wall (2 runs each)\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			l.Roles, secs(l.On), secs(l.Off), l.Ratio(), TargetRatio, yes(l.Ratio() <= TargetRatio)),
@@ -47,9 +47,9 @@ func LifecycleRows(l Lifecycle, nd NamespaceDeletion) []Row {
 		row("CPU of the stack's processes, same runs\t%s\t%s (naive build)\t%.2f×\t≤ %.2f×\t%s",
 			secs(l.CPUOn), secs(l.CPUOff), cpu, TargetCPURatio, yes(cpu <= TargetCPURatio)),
 		row("%d Roles created then deleted, %s, wall (2 runs each)\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			l.Roles, holdOnly.name, secs(l.HoldOnly), secs(l.Off), ratio(l.HoldOnly.Seconds(), l.Off.Seconds())),
+			l.Roles, holdOnly.name, secs(l.HoldOnly), secs(l.Off), l.HoldOnlyRatio()),
 		row("CPU of the stack's processes, %s, same runs\t%s\t%s (naive build)\t%.2f×\t-\t-",
-			holdOnly.name, secs(l.CPUHoldOnly), secs(l.CPUOff), ratio(l.CPUHoldOnly.Seconds(), l.CPUOff.Seconds())),
+			holdOnly.name, secs(l.CPUHoldOnly), secs(l.CPUOff), l.CPUHoldOnlyRatio()),
 	}
 	// The guarantees-on pairs have the CPU target; a guarantee alone has
 	// none, its row telling what that guarantee costs.
